@@ -1,0 +1,314 @@
+/*
+ * crunloop.h - a CFRunLoop-style event loop for Linux, on epoll.
+ *
+ * SYNOPSIS
+ *   #include <crunloop.h>      cc prog.c $(pkg-config --cflags --libs crunloop)
+ *
+ * DESCRIPTION
+ *   Each thread has at most one loop (rl_loop_t), created the first time the thread calls
+ *   rl_loop_get_current() and torn down when the thread exits. A loop runs in one named mode at
+ *   a time and services the items added to that mode:
+ *
+ *     sources, version 0  (rl_source_create)     performed when signalled (rl_source_signal)
+ *     sources, version 1  (rl_source_create_fd)  called while a file descriptor is ready
+ *     timers              (rl_timer_create)      called at a fire date, once or repeating
+ *     observers           (rl_observer_create)   called at stages (activities) of each pass
+ *     blocks              (rl_loop_perform)      functions queued to run once in a mode
+ *
+ *   One pass of rl_run_in_mode() does, in this order (CFRunLoop's order):
+ *     1. RL_BEFORE_TIMERS observers, 2. RL_BEFORE_SOURCES observers, 3. blocks,
+ *     4. signalled version-0 sources in ascending order, 5. blocks again if a source was handled,
+ *     6. RL_BEFORE_WAITING observers - only when the loop is really going to wait, that is when
+ *        the run has a timeout (seconds > 0) and no source was handled in this pass,
+ *     7. wait for a due timer, a ready fd, a wakeup or the run's timeout (a poll otherwise),
+ *     8. RL_AFTER_WAITING observers (paired with 6),
+ *     9. due timers in fire-date order, then ready fd sources, then blocks,
+ *    10. exit checks, in this order: a source was handled and the caller asked to return after
+ *        one (RL_RUN_HANDLED_SOURCE); the timeout passed (RL_RUN_TIMED_OUT); rl_loop_stop()
+ *        (RL_RUN_STOPPED); the mode has no sources and no timers left (RL_RUN_FINISHED).
+ *   A run is bracketed by RL_ENTRY and RL_EXIT observer callouts, except a run in a mode that is
+ *   empty when it starts, which returns RL_RUN_FINISHED at once with no callout at all.
+ *
+ * MODES
+ *   Modes are named by C strings compared by content; a mode exists from its first use, and an
+ *   unknown mode is simply empty. RL_DEFAULT_MODE is the mode rl_run() uses. RL_COMMON_MODES is
+ *   not a mode but the set of modes marked common (RL_DEFAULT_MODE and any given to
+ *   rl_loop_add_common_mode()): an item added to RL_COMMON_MODES is in every common mode,
+ *   including modes made common later. Running RL_COMMON_MODES itself is an error.
+ *
+ * OWNERSHIP
+ *   Objects are reference counted. rl_*_create() returns a reference the caller owns (+1) and
+ *   must give back with rl_release(). rl_loop_get_current() and rl_loop_get_main() return a
+ *   borrowed reference (retain it to keep a loop past its thread's exit). Adding an item to a loop
+ *   retains it; removing, invalidating or the loop's teardown releases it. When the last
+ *   reference goes, the context's release(info) runs (if given), exactly once. The context
+ *   structs are copied at creation; info is first passed to retain(info) when retain is set.
+ *
+ * TIME
+ *   Fire dates are absolute times in seconds on CLOCK_MONOTONIC, as returned by rl_time_now().
+ *   Intervals, tolerances and run timeouts are seconds. Timers are waited on with a timerfd, so
+ *   they are not delayed by the thread's timer slack.
+ *
+ * THREADS
+ *   Every function may be called from any thread, except that rl_run() and rl_run_in_mode() run
+ *   the calling thread's own loop. Adding, removing or rearming an item from another thread
+ *   takes effect in the running loop without an explicit wakeup where it must (a timer due
+ *   earlier, a fd source added); signalling a version-0 source and rl_loop_perform() do not wake
+ *   the loop by themselves: follow them with rl_loop_wakeup(). Callouts run with no lock of the
+ *   library held, so a callout may call any function here, including running the loop again
+ *   (nested runs, each with its own RL_ENTRY/RL_EXIT) and removing or invalidating itself.
+ *
+ * ERRORS
+ *   Functions returning int return 0 on success or a negative errno value:
+ *     -EINVAL  a NULL handle, a NULL or empty mode name, a NaN or negative time, an invalidated
+ *              item, an unknown flag, RL_COMMON_MODES where a real mode is needed, adding to
+ *              a loop whose thread has exited (it will never run again);
+ *     -EBADF   a file descriptor that is not open;
+ *     -EBUSY   a timer or observer that already belongs to another loop;
+ *     -EEXIST  an item added to a mode it is already in (it stays there, once);
+ *     -ENOENT  an item removed from a mode it is not in;
+ *     -ENOMEM  out of memory; other values are those of the failing system call (epoll_ctl).
+ *   Functions returning a pointer return NULL and set errno. Queries given a NULL handle return
+ *   0, false or NULL (rl_source_get_fd: -1). rl_release(NULL) and rl_retain(NULL) do nothing.
+ *
+ * WHERE THIS DIFFERS FROM CFRunLoop ON LINUX (deliberately)
+ *   - Timer tolerance is honoured: due timers whose windows [fire date, fire date + tolerance]
+ *     overlap are fired by one wakeup; no timer fires before its fire date or, barring a busy
+ *     loop, after its fire date plus its tolerance. CF ignores tolerance on Linux.
+ *   - Timers with equal fire dates fire in ascending order, then in the order they were
+ *     scheduled. CF's order among them is arbitrary.
+ *   - Every event a wait returns is handled in the same pass; CF handles one per pass.
+ *   - Removing or invalidating the last timer never leaves a wakeup behind at its old deadline.
+ *   - A block queued for the running mode keeps the loop from sleeping until it has run.
+ *     Blocks do not keep a mode from being empty (CF counts them).
+ *   - Mode names compare by content everywhere, RL_COMMON_MODES included.
+ *   - A repeating timer's next fire date after a long stall is computed in O(1).
+ *   - Version-1 sources are plain file descriptors watched level-triggered; the loop never reads
+ *     from them (CF reads 8 bytes from each, eating data from pipes and sockets).
+ *   - A run with a finite timeout creates no thread or timer object.
+ *   - The main thread's loop is not special: CF makes every common mode of the main loop
+ *     non-empty because it services the main dispatch queue there; this core knows nothing of
+ *     libdispatch (the Swift layer adds that).
+ */
+#ifndef CRUNLOOP_H
+#define CRUNLOOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RL_API __attribute__((visibility("default")))
+#else
+#define RL_API
+#endif
+
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 1
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked (compare with RL_VERSION_* at build time). */
+RL_API const char *rl_version_string(void);
+
+typedef struct rl_loop rl_loop_t;
+typedef struct rl_source rl_source_t;
+typedef struct rl_timer rl_timer_t;
+typedef struct rl_observer rl_observer_t;
+
+/* Mode names are C strings compared by content. */
+RL_API extern const char *const RL_DEFAULT_MODE;   /* "kCFRunLoopDefaultMode" */
+RL_API extern const char *const RL_COMMON_MODES;   /* "kCFRunLoopCommonModes": all common modes */
+
+/* Results of rl_run_in_mode(). */
+enum { RL_RUN_FINISHED = 1, RL_RUN_STOPPED = 2, RL_RUN_TIMED_OUT = 3, RL_RUN_HANDLED_SOURCE = 4 };
+
+/* Observer activities (a bit mask). */
+enum { RL_ENTRY = 1u<<0, RL_BEFORE_TIMERS = 1u<<1, RL_BEFORE_SOURCES = 1u<<2,
+       RL_BEFORE_WAITING = 1u<<5, RL_AFTER_WAITING = 1u<<6, RL_EXIT = 1u<<7, RL_ALL_ACTIVITIES = 0x0FFFFFFFu };
+
+/* File descriptor events for version-1 sources. RL_FD_ERROR is always reported when it happens
+ * (an error or a hang-up on the fd), asked for or not, as epoll does. */
+enum { RL_FD_READABLE = 1u<<0, RL_FD_WRITABLE = 1u<<1, RL_FD_ERROR = 1u<<2 };
+
+/* Context of timers, observers and fd sources. retain and release may be NULL. */
+typedef struct { void *info; const void *(*retain)(const void *info); void (*release)(const void *info); } rl_context_t;
+
+/* Context of version-0 sources. schedule(info, loop, mode) runs when the source is added to a
+ * mode of a loop, on the adding thread; cancel(info, loop, mode) when it is removed from one
+ * (also by invalidation and by the loop's teardown); perform(info) when the loop services it
+ * after rl_source_signal(). All may be NULL. */
+typedef struct { void *info; const void *(*retain)(const void *info); void (*release)(const void *info);
+                 void (*schedule)(void *info, rl_loop_t *loop, const char *mode);
+                 void (*cancel)(void *info, rl_loop_t *loop, const char *mode);
+                 void (*perform)(void *info); } rl_source_context_t;
+
+typedef void (*rl_timer_callback_t)(rl_timer_t *timer, void *info);
+typedef void (*rl_observer_callback_t)(rl_observer_t *observer, unsigned activity, void *info);
+typedef void (*rl_fd_callback_t)(rl_source_t *source, int fd, unsigned events, void *info);
+
+/* ---- Time and references ------------------------------------------------------------------- */
+
+/* Seconds on CLOCK_MONOTONIC; every fire date is on this clock. */
+RL_API double rl_time_now(void);
+
+/* Add a reference to any rl_* object and return it; NULL gives NULL. */
+RL_API void *rl_retain(void *object);
+/* Drop a reference; the last one destroys the object (running its context's release). */
+RL_API void rl_release(void *object);
+
+/* ---- Loops --------------------------------------------------------------------------------- */
+
+/* The calling thread's loop, created on first use; borrowed (valid until the thread exits). */
+RL_API rl_loop_t *rl_loop_get_current(void);
+/* The loop of the process's main thread (the thread whose id is the process id), from any
+ * thread; borrowed. Created on first use. */
+RL_API rl_loop_t *rl_loop_get_main(void);
+/* True when loop is the calling thread's loop. */
+RL_API bool rl_loop_is_current(rl_loop_t *loop);
+
+/* Run the current thread's loop in RL_DEFAULT_MODE until it is stopped or its mode is empty:
+ * repeats rl_run_in_mode(RL_DEFAULT_MODE, forever) until that returns RL_RUN_STOPPED or
+ * RL_RUN_FINISHED, and returns that value (or a negative error). */
+RL_API int rl_run(void);
+
+/* Run the current thread's loop in mode for at most seconds (<= 0: one pass without waiting;
+ * HUGE_VAL or more than about 16 years: no timeout). With return_after_source_handled, return
+ * RL_RUN_HANDLED_SOURCE after the first version-0 source performed or fd source called.
+ * Returns an RL_RUN_* value, or -EINVAL (NULL, empty or common mode name, NaN seconds). */
+RL_API int rl_run_in_mode(const char *mode, double seconds, bool return_after_source_handled);
+
+/* Make the innermost run of loop return RL_RUN_STOPPED at its next exit check (the loop is woken
+ * if it sleeps). A stop issued while the loop is not running is forgotten. Any thread. */
+RL_API void rl_loop_stop(rl_loop_t *loop);
+/* Wake loop if it is waiting, so that it makes a pass. Costs a write(2) only when the loop
+ * sleeps and no other wakeup is already on its way; otherwise it costs no system call. */
+RL_API void rl_loop_wakeup(rl_loop_t *loop);
+/* True while loop is waiting (between RL_BEFORE_WAITING and RL_AFTER_WAITING). */
+RL_API bool rl_loop_is_waiting(rl_loop_t *loop);
+
+/* Mark mode as common: every item in RL_COMMON_MODES is added to it now and later. Marking
+ * RL_DEFAULT_MODE or an already common mode again is a no-op returning 0. */
+RL_API int rl_loop_add_common_mode(rl_loop_t *loop, const char *mode);
+/* The name of the mode of the innermost run, malloc'd (free it); NULL when not running. */
+RL_API char *rl_loop_copy_current_mode(rl_loop_t *loop);
+/* The names of every mode of loop (every mode used so far), a malloc'd array of malloc'd names;
+ * *count receives their number. Free each name, then the array. NULL and errno on error. */
+RL_API char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count);
+
+/* Queue fn(arg) to run once, in the loop's thread, at the next pass of a run in mode (or in any
+ * common mode, for RL_COMMON_MODES). Blocks run in the order queued. Does not wake the loop:
+ * call rl_loop_wakeup() after it from another thread. A block still queued when the loop is
+ * destroyed is dropped without running. */
+RL_API int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *arg), void *arg);
+
+/* A human-readable dump, malloc'd (free it): the modes, the common modes, and for every mode its
+ * sources, timers (next fire date, interval, tolerance) and observers, whether it is empty, and
+ * the loop's counters. */
+RL_API char *rl_loop_copy_description(rl_loop_t *loop);
+
+/* The earliest fire date of the valid timers in mode (any common mode for RL_COMMON_MODES is not
+ * accepted: name a mode); 0 when there is none. */
+RL_API double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode);
+
+/* Counters a loop keeps since its creation (read from any thread; figures are approximate while
+ * the loop runs). Times are in seconds. */
+typedef struct {
+    unsigned long long passes;         /* passes through the run loop */
+    unsigned long long waits;          /* passes that blocked in epoll_wait */
+    unsigned long long wakeups;        /* waits ended by rl_loop_wakeup() */
+    unsigned long long wakeup_writes;  /* eventfd writes rl_loop_wakeup() made */
+    unsigned long long timers_fired;   /* timer callouts */
+    unsigned long long sources_performed; /* version-0 performs and fd callouts */
+    double time_waiting;               /* seconds spent blocked in epoll_wait */
+    double time_in_callouts;           /* seconds spent in callouts of any kind */
+} rl_loop_stats_t;
+RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
+
+/* ---- Sources ------------------------------------------------------------------------------- */
+
+/* A version-0 source: performed by the loop after rl_source_signal(). */
+RL_API rl_source_t *rl_source_create(long order, const rl_source_context_t *context);
+/* A version-1 source: callback(source, fd, events, info) runs, level-triggered, in each pass
+ * where fd is ready for events (RL_FD_READABLE | RL_FD_WRITABLE; RL_FD_ERROR is always
+ * reported). The loop never reads, writes or closes fd. Remove or invalidate the source before
+ * closing fd. NULL with errno EBADF when fd is not open, EINVAL for unknown events. */
+RL_API rl_source_t *rl_source_create_fd(int fd, unsigned events, long order,
+                                        rl_fd_callback_t callback, const rl_context_t *context);
+/* Change what a version-1 source waits for; takes effect in every loop at once. */
+RL_API int rl_source_set_fd_events(rl_source_t *source, unsigned events);
+/* The fd and events of a version-1 source (-1 and 0 for a version-0 source). */
+RL_API int rl_source_get_fd(rl_source_t *source);
+RL_API unsigned rl_source_get_fd_events(rl_source_t *source);
+
+/* Add source to mode of loop (retains it; a source may be in several modes and loops). Adding it
+ * again to the same mode returns -EEXIST and changes nothing. */
+RL_API int rl_loop_add_source(rl_loop_t *loop, rl_source_t *source, const char *mode);
+/* Remove source from mode (releases it); -ENOENT when it is not there. */
+RL_API int rl_loop_remove_source(rl_loop_t *loop, rl_source_t *source, const char *mode);
+RL_API bool rl_loop_contains_source(rl_loop_t *loop, rl_source_t *source, const char *mode);
+/* Mark a version-0 source as signalled: the loop performs it once at its next pass in a mode that
+ * contains it, however often it was signalled before that. Lock-free when already signalled. */
+RL_API void rl_source_signal(rl_source_t *source);
+RL_API bool rl_source_is_signalled(rl_source_t *source);
+/* Remove source from every mode of every loop (cancel runs for each) and stop it for good. */
+RL_API void rl_source_invalidate(rl_source_t *source);
+RL_API bool rl_source_is_valid(rl_source_t *source);
+RL_API long rl_source_get_order(rl_source_t *source);
+
+/* ---- Timers -------------------------------------------------------------------------------- */
+
+/* A timer first due at fire_date (rl_time_now() scale; a past date fires at the next pass),
+ * repeating every interval seconds when interval > 0, once when interval == 0. A repeating timer
+ * that missed fire dates fires once and then keeps to its original grid (fire_date + k*interval),
+ * skipping the missed points. NULL and EINVAL for a NaN or negative date or interval, or a NULL
+ * callback. */
+RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
+                                   rl_timer_callback_t callback, const rl_context_t *context);
+/* Add timer to mode of loop (retains it). A timer may be in several modes of one loop, never in
+ * two loops: -EBUSY. Adding it to a mode it is already in returns -EEXIST. Removing it from a
+ * mode it is not in returns -ENOENT (as for sources and observers). */
+RL_API int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
+RL_API int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
+RL_API bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
+/* Remove timer from every mode and stop it for good. A one-shot timer is invalidated after its
+ * callout returns. */
+RL_API void rl_timer_invalidate(rl_timer_t *timer);
+RL_API bool rl_timer_is_valid(rl_timer_t *timer);
+RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
+/* Move the next fire date (also from inside the timer's own callout, where a date later than the
+ * one being fired is kept instead of the next grid point). */
+RL_API int rl_timer_set_next_fire_date(rl_timer_t *timer, double fire_date);
+RL_API double rl_timer_get_interval(rl_timer_t *timer);
+RL_API bool rl_timer_does_repeat(rl_timer_t *timer);
+/* How late the timer may fire to share a wakeup with other timers (default 0). */
+RL_API double rl_timer_get_tolerance(rl_timer_t *timer);
+RL_API int rl_timer_set_tolerance(rl_timer_t *timer, double tolerance);
+RL_API long rl_timer_get_order(rl_timer_t *timer);
+
+/* ---- Observers ----------------------------------------------------------------------------- */
+
+/* An observer called for each of activities (RL_* bits) in every mode it is added to, in
+ * ascending order among the observers of that activity. A non-repeating observer is invalidated
+ * after its first callout. An observer is not called again while its callout is running (in a
+ * nested run). NULL and EINVAL for no activity or a NULL callback. */
+RL_API rl_observer_t *rl_observer_create(unsigned activities, bool repeats, long order,
+                                         rl_observer_callback_t callback, const rl_context_t *context);
+/* Add observer to mode of loop (retains it); -EBUSY when it belongs to another loop, -EEXIST when
+ * it is already in mode. */
+RL_API int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
+RL_API int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
+RL_API bool rl_loop_contains_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
+RL_API void rl_observer_invalidate(rl_observer_t *observer);
+RL_API bool rl_observer_is_valid(rl_observer_t *observer);
+RL_API unsigned rl_observer_get_activities(rl_observer_t *observer);
+RL_API bool rl_observer_does_repeat(rl_observer_t *observer);
+RL_API long rl_observer_get_order(rl_observer_t *observer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CRUNLOOP_H */

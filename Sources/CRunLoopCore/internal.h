@@ -1,0 +1,312 @@
+/*
+ * internal.h - struct layouts and the contracts between the core's files. Not installed.
+ *
+ * Locks, and who may touch what:
+ *   loop->lock      guards the loop's modes, their item sets and heaps, the common-item sets,
+ *                   the block queue, the signalled-source queue, the fd table, the run stack and
+ *                   every field of an item that its owning loop reads (timer keys, observer and
+ *                   source membership lists). Never held across a callout.
+ *   source->lock    guards source->links (which loops hold the source). Order: source->lock, then
+ *                   loop->lock.
+ *   rl_items_lock   (global) guards the owner pointer of timers and observers (which loop they
+ *                   belong to) and the fields of an unowned timer. Order: loop->lock, then
+ *                   rl_items_lock; to find and lock an item's loop use rl_owner_lock().
+ *   Atomics         wake state, signalled/valid flags, fire dates as read by getters, counters.
+ */
+#ifndef RL_INTERNAL_H
+#define RL_INTERNAL_H
+
+#include "crunloop.h"
+#include "timer_heap.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define RL_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- Objects ---- */
+
+enum rl_type { RL_TYPE_LOOP = 0x4c4f4f50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBSERVER };
+
+typedef struct rl_object {
+    atomic_long refs;
+    int type;
+} rl_object;
+
+RL_HIDDEN void rl_object_init(rl_object *object, int type);
+
+/* ---- Small containers (containers.c) ---- */
+
+/* A growable array of pointers with room for a few inline, so short lists never allocate. */
+typedef struct {
+    void **items;
+    size_t count, capacity;
+    void *inline_items[16];
+} rl_ptrvec;
+
+RL_HIDDEN void rl_ptrvec_init(rl_ptrvec *v);
+RL_HIDDEN void rl_ptrvec_free(rl_ptrvec *v);
+RL_HIDDEN int rl_ptrvec_push(rl_ptrvec *v, void *item);
+RL_HIDDEN void rl_ptrvec_remove_at(rl_ptrvec *v, size_t index); /* keeps order */
+RL_HIDDEN void rl_ptrvec_remove(rl_ptrvec *v, void *item);      /* first occurrence */
+RL_HIDDEN bool rl_ptrvec_contains(const rl_ptrvec *v, const void *item);
+
+/* A set of pointers: open addressing, linear probing, deletion by backward shift. */
+typedef struct {
+    void **slots;
+    size_t count, capacity; /* capacity is 0 or a power of two */
+} rl_ptrset;
+
+RL_HIDDEN int rl_ptrset_add(rl_ptrset *s, void *item); /* 1 added, 0 present, -ENOMEM */
+RL_HIDDEN bool rl_ptrset_remove(rl_ptrset *s, void *item);
+RL_HIDDEN bool rl_ptrset_contains(const rl_ptrset *s, const void *item);
+RL_HIDDEN void rl_ptrset_free(rl_ptrset *s);
+/* Iterate: for (size_t i = 0; i < s->capacity; i++) if (s->slots[i]) ... */
+
+/* ---- Modes (mode.c) ---- */
+
+typedef struct rl_mode {
+    char *name;
+    bool common;
+    rl_ptrset sources;      /* rl_source*, retained once per mode membership */
+    size_t source_count;
+    rl_heap timers;         /* rl_timer_entry nodes, keyed by (fire date, order, seq) */
+    rl_ptrvec observers;    /* rl_observer*, sorted by (order, seq) */
+    atomic_uint observer_mask; /* union of the activities of observers (read unlocked) */
+} rl_mode;
+
+/* Find a mode by name; create it when create is set. NULL for RL_COMMON_MODES. loop locked. */
+RL_HIDDEN rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create);
+RL_HIDDEN bool rl_mode_name_is_common(const char *name);
+RL_HIDDEN bool rl_mode_is_empty(const rl_mode *mode);
+RL_HIDDEN void rl_mode_free(rl_mode *mode);
+/* 0 when name is a usable mode name, else -EINVAL. */
+RL_HIDDEN int rl_mode_check_name(const char *name);
+/* Append the loop's common modes to out. loop locked. */
+RL_HIDDEN int rl_common_modes(rl_loop_t *loop, rl_ptrvec *out);
+
+/* ---- Sources (source.c) ---- */
+
+/* One loop holding a source: how many of its modes do, and whether it sits in the loop's
+ * signalled queue. nmodes and queued are under loop->lock; the link list under source->lock. */
+typedef struct rl_link {
+    rl_source_t *source;
+    rl_loop_t *loop;
+    unsigned nmodes;
+    bool queued;
+} rl_link;
+
+struct rl_source {
+    rl_object obj;
+    long order;
+    int version;               /* 0 or 1; immutable */
+    int fd;                    /* version 1; immutable */
+    atomic_uint events;        /* version 1 */
+    rl_fd_callback_t callback; /* version 1 */
+    rl_source_context_t context;
+    atomic_bool signalled;
+    atomic_bool valid;
+    pthread_mutex_t lock;
+    rl_ptrvec links;           /* rl_link* */
+};
+
+/* ---- Timers (timer.c) ---- */
+
+typedef struct rl_timer_entry {
+    rl_heap_node node; /* first: the heap hands back nodes */
+    rl_timer_t *timer;
+    rl_mode *mode;
+} rl_timer_entry;
+
+struct rl_timer {
+    rl_object obj;
+    long order;
+    double interval;          /* immutable */
+    _Atomic double fire_date;
+    _Atomic double tolerance;
+    atomic_bool valid;
+    atomic_bool firing;       /* its callout is running */
+    rl_timer_callback_t callback;
+    rl_context_t context;
+    _Atomic(rl_loop_t *) loop; /* changes under owner loop->lock + rl_items_lock */
+    rl_ptrvec entries;        /* rl_timer_entry*, one per mode; owner loop's lock */
+};
+
+/* ---- Observers (observer.c) ---- */
+
+struct rl_observer {
+    rl_object obj;
+    unsigned activities;
+    bool repeats;
+    long order;
+    uint64_t seq;             /* ties in order go by creation */
+    atomic_bool valid;
+    atomic_bool firing;       /* its callout is running */
+    rl_observer_callback_t callback;
+    rl_context_t context;
+    _Atomic(rl_loop_t *) loop;
+    rl_ptrvec modes;          /* rl_mode*; owner loop's lock */
+};
+
+/* ---- Waiting (wait_epoll.c: the only file that knows epoll, timerfd and eventfd) ---- */
+
+enum { RL_WAIT_WAKEUP = -2, RL_WAIT_TIMER = -3 };
+
+typedef struct {
+    int fd;          /* an fd, or RL_WAIT_WAKEUP / RL_WAIT_TIMER */
+    uint32_t gen;    /* the registration's generation */
+    unsigned events; /* RL_FD_* */
+} rl_wait_event;
+
+typedef struct {
+    int epfd, eventfd, timerfd;
+    double armed;    /* the timerfd's deadline, INFINITY when disarmed */
+} rl_wait;
+
+RL_HIDDEN int rl_wait_init(rl_wait *w);
+RL_HIDDEN void rl_wait_destroy(rl_wait *w);
+/* Watch fd for events (RL_FD_*) tagged gen; add says whether fd is new to the set. 0 or -errno. */
+RL_HIDDEN int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, bool add);
+RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
+/* Arm the timerfd at an absolute rl_time_now() date (INFINITY disarms), if it differs. */
+RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
+/* Wait for events (block: until one comes; else just poll). Returns how many were stored. */
+RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max);
+/* Post a wakeup (any thread). */
+RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
+
+/* ---- Fd table (fd_table.c): which sources of a loop watch which fd ---- */
+
+typedef struct {
+    int fd;
+    rl_ptrvec sources;   /* rl_source* of this loop on this fd (each once) */
+    unsigned registered; /* RL_FD_* the epoll set watches now */
+    uint32_t gen;
+    bool in_set;
+    bool parked;         /* narrowed to the current mode's interest */
+} rl_fd_watch;
+
+typedef struct {
+    rl_fd_watch **watches; /* indexed by fd */
+    size_t size;
+    rl_ptrvec parked;      /* rl_fd_watch* narrowed to a mode */
+    uint32_t next_gen;
+} rl_fd_table;
+
+RL_HIDDEN int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source);
+RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
+RL_HIDDEN int rl_fd_table_refresh(rl_loop_t *loop, int fd);
+/* The sources an event is for, appended to out (retained) with their events in out_events. */
+RL_HIDDEN void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event,
+                                   rl_ptrvec *out, rl_ptrvec *out_events);
+RL_HIDDEN void rl_fd_table_unpark(rl_loop_t *loop);
+RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
+
+/* ---- Loops (loop.c, run.c) ---- */
+
+enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
+
+typedef struct rl_block {
+    void (*fn)(void *arg);
+    void *arg;
+    rl_mode *mode; /* NULL: common modes */
+    struct rl_block *next;
+} rl_block;
+
+/* One rl_run_in_mode() invocation; lives on its caller's stack. */
+typedef struct rl_run_frame {
+    rl_mode *mode;
+    double deadline;      /* 0: poll; INFINITY: none */
+    bool stop_after_handle;
+    bool stopped;         /* loop->lock */
+    struct rl_run_frame *outer;
+    rl_ptrvec ready;        /* timers or sources detached for callouts in the current phase */
+    rl_ptrvec ready_events; /* the events of each fd source in ready */
+    rl_ptrvec notify;       /* observers detached for the current activity */
+} rl_run_frame;
+
+typedef struct {
+    _Atomic unsigned long long passes, waits, wakeups, wakeup_writes, timers_fired, sources_performed;
+    _Atomic double time_waiting, time_in_callouts;
+} rl_counters;
+
+struct rl_loop {
+    rl_object obj;
+    pthread_mutex_t lock;
+    bool dead;                   /* its thread exited: the loop takes no more items */
+    rl_ptrvec modes;             /* rl_mode* */
+    rl_mode *default_mode;
+    rl_ptrset common_sources, common_timers, common_observers;
+    rl_run_frame *run;           /* innermost run, NULL when not running */
+    rl_ptrvec signalled;         /* rl_link* queued by rl_source_signal */
+    rl_block *blocks_head, *blocks_tail;
+    rl_fd_table fds;
+    rl_wait wait;
+    atomic_uint wake_state;
+    uint64_t timer_seq;
+    rl_counters counters;
+};
+
+RL_HIDDEN extern pthread_mutex_t rl_items_lock;
+RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop;
+
+/* Lock the loop that owns an item (through its owner pointer) and return it retained, or
+ * return NULL with rl_items_lock held when the item has no loop. Undo with rl_owner_unlock. */
+RL_HIDDEN rl_loop_t *rl_owner_lock(_Atomic(rl_loop_t *) *owner);
+RL_HIDDEN void rl_owner_unlock(rl_loop_t *loop);
+
+/* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
+ * timers of the mode the loop is waiting in. loop locked. */
+RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
+/* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
+RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
+/* Move the timers of mode due at now into out (retained), in firing order. loop locked. */
+RL_HIDDEN void rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out);
+RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
+RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
+RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
+RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
+RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
+/* Remove a loop's items (thread exit) and mark it dead. */
+RL_HIDDEN void rl_loop_teardown(rl_loop_t *loop);
+RL_HIDDEN void rl_loop_destroy(rl_loop_t *loop);
+RL_HIDDEN void rl_source_destroy(rl_source_t *source);
+RL_HIDDEN void rl_timer_destroy(rl_timer_t *timer);
+RL_HIDDEN void rl_observer_destroy(rl_observer_t *observer);
+
+/* Take a source out of every mode of loop and out of its common set (cancel runs). Unlocked. */
+RL_HIDDEN void rl_source_remove_from_loop(rl_loop_t *loop, rl_source_t *source);
+/* Take a timer or observer out of every mode of loop; it stays valid. Unlocked. */
+RL_HIDDEN void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *timer);
+RL_HIDDEN void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *observer);
+
+/* Internal add/remove used for common modes and teardown (loop locked; no callouts here: the
+ * caller runs schedule/cancel after unlocking). */
+RL_HIDDEN int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
+RL_HIDDEN bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
+RL_HIDDEN int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
+RL_HIDDEN bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
+
+/* Relaxed counter bump by the loop's own thread (single writer: no locked instruction). */
+#define RL_COUNT(loop, field, n)                                                            \
+    atomic_store_explicit(&(loop)->counters.field,                                           \
+        atomic_load_explicit(&(loop)->counters.field, memory_order_relaxed) + (n),           \
+        memory_order_relaxed)
+
+/* ---- Callouts (callout.c): named so that a stack trace says what the loop was doing ---- */
+
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_AN_OBSERVER_CALLBACK_FUNCTION__(rl_observer_callback_t fn,
+    rl_observer_t *observer, unsigned activity, void *info);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(rl_timer_callback_t fn,
+    rl_timer_t *timer, void *info);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(void (*fn)(void *), void *info);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(rl_fd_callback_t fn,
+    rl_source_t *source, int fd, unsigned events, void *info);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_BLOCK__(void (*fn)(void *), void *arg);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(
+    void (*fn)(void *, rl_loop_t *, const char *), void *info, rl_loop_t *loop, const char *mode);
+
+RL_HIDDEN double rl_elapsed_since(double start);
+
+#endif

@@ -1,0 +1,222 @@
+/* observer.c - observers: per mode, a list sorted by (order, creation) and an activity mask,
+ * so a pass skips an activity nobody observes with one load. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static atomic_ullong observer_seq;
+
+rl_observer_t *rl_observer_create(unsigned activities, bool repeats, long order,
+                                  rl_observer_callback_t callback, const rl_context_t *context) {
+    if (!callback || !activities || (activities & ~(unsigned)RL_ALL_ACTIVITIES)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    rl_observer_t *o = calloc(1, sizeof *o);
+    if (!o) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    rl_object_init(&o->obj, RL_TYPE_OBSERVER);
+    o->activities = activities;
+    o->repeats = repeats;
+    o->order = order;
+    o->seq = atomic_fetch_add(&observer_seq, 1);
+    atomic_init(&o->valid, true);
+    atomic_init(&o->loop, NULL);
+    o->callback = callback;
+    if (context) {
+        o->context = *context;
+        if (context->retain) o->context.info = (void *)context->retain(context->info);
+    }
+    rl_ptrvec_init(&o->modes);
+    return o;
+}
+
+void rl_observer_destroy(rl_observer_t *o) {
+    if (o->context.release) o->context.release(o->context.info);
+    rl_ptrvec_free(&o->modes);
+    free(o);
+}
+
+static void recompute_mask(rl_mode *mode) {
+    unsigned mask = 0;
+    for (size_t i = 0; i < mode->observers.count; i++) mask |= ((rl_observer_t *)mode->observers.items[i])->activities;
+    atomic_store_explicit(&mode->observer_mask, mask, memory_order_relaxed);
+}
+
+static bool before(const rl_observer_t *a, const rl_observer_t *b) {
+    return a->order != b->order ? a->order < b->order : a->seq < b->seq;
+}
+
+int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
+    (void)loop;
+    if (rl_ptrvec_contains(&o->modes, mode)) return -EEXIST;
+    rl_ptrvec *list = &mode->observers;
+    if (rl_ptrvec_push(list, o)) return -ENOMEM;
+    if (rl_ptrvec_push(&o->modes, mode)) {
+        list->count--;
+        return -ENOMEM;
+    }
+    size_t i = list->count - 1;
+    for (; i > 0 && before(o, list->items[i - 1]); i--) list->items[i] = list->items[i - 1];
+    list->items[i] = o;
+    recompute_mask(mode);
+    rl_retain(o);
+    return 0;
+}
+
+bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
+    (void)loop;
+    if (!rl_ptrvec_contains(&o->modes, mode)) return false;
+    rl_ptrvec_remove(&o->modes, mode);
+    rl_ptrvec_remove(&mode->observers, o);
+    recompute_mask(mode);
+    return true;
+}
+
+static void disown_if_unused(rl_loop_t *loop, rl_observer_t *o) {
+    if (o->modes.count || rl_ptrset_contains(&loop->common_observers, o)) return;
+    pthread_mutex_lock(&rl_items_lock);
+    atomic_store(&o->loop, NULL);
+    pthread_mutex_unlock(&rl_items_lock);
+}
+
+static int take(rl_loop_t *loop, rl_observer_t *o) {
+    if (!atomic_load(&o->valid)) return -EINVAL;
+    pthread_mutex_lock(&rl_items_lock);
+    rl_loop_t *owner = atomic_load(&o->loop);
+    int rc = owner && owner != loop ? -EBUSY : loop->dead ? -EINVAL : 0;
+    if (!rc) atomic_store(&o->loop, loop);
+    pthread_mutex_unlock(&rl_items_lock);
+    return rc;
+}
+
+int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
+    if (!loop || !o) return -EINVAL;
+    int rc = rl_mode_check_name(name);
+    if (rc) return rc;
+    pthread_mutex_lock(&loop->lock);
+    if ((rc = take(loop, o)) == 0) {
+        if (rl_mode_name_is_common(name)) {
+            rc = rl_ptrset_add(&loop->common_observers, o);
+            if (rc == 0) rc = -EEXIST;
+            if (rc > 0) {
+                rl_retain(o);
+                rc = 0;
+                for (size_t i = 0; i < loop->modes.count; i++) {
+                    rl_mode *m = loop->modes.items[i];
+                    if (m->common && !rl_ptrvec_contains(&o->modes, m)) {
+                        int one = rl_mode_add_observer(loop, m, o);
+                        if (one) rc = one;
+                    }
+                }
+            }
+        } else {
+            rl_mode *mode = rl_mode_find(loop, name, true);
+            rc = mode ? rl_mode_add_observer(loop, mode, o) : -ENOMEM;
+        }
+        if (rc) disown_if_unused(loop, o);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return rc;
+}
+
+int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
+    if (!loop || !o) return -EINVAL;
+    int rc = rl_mode_check_name(name);
+    if (rc) return rc;
+    size_t releases = 0;
+    pthread_mutex_lock(&loop->lock);
+    if (rl_mode_name_is_common(name)) {
+        if (rl_ptrset_remove(&loop->common_observers, o)) {
+            releases++;
+            for (size_t i = 0; i < loop->modes.count; i++) {
+                rl_mode *m = loop->modes.items[i];
+                if (m->common && rl_mode_remove_observer(loop, m, o)) releases++;
+            }
+        }
+    } else {
+        rl_mode *mode = rl_mode_find(loop, name, false);
+        if (mode && rl_mode_remove_observer(loop, mode, o)) releases++;
+    }
+    if (releases) disown_if_unused(loop, o);
+    pthread_mutex_unlock(&loop->lock);
+    if (!releases) return -ENOENT;
+    while (releases--) rl_release(o);
+    return 0;
+}
+
+bool rl_loop_contains_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
+    if (!loop || !o || rl_mode_check_name(name)) return false;
+    pthread_mutex_lock(&loop->lock);
+    bool in;
+    if (rl_mode_name_is_common(name)) {
+        in = rl_ptrset_contains(&loop->common_observers, o);
+    } else {
+        rl_mode *m = rl_mode_find(loop, name, false);
+        in = m && atomic_load(&o->loop) == loop && rl_ptrvec_contains(&o->modes, m);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return in;
+}
+
+void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *o) {
+    size_t releases = 0;
+    pthread_mutex_lock(&loop->lock);
+    if (atomic_load(&o->loop) == loop) {
+        if (rl_ptrset_remove(&loop->common_observers, o)) releases++;
+        while (o->modes.count)
+            if (rl_mode_remove_observer(loop, o->modes.items[0], o)) releases++;
+        disown_if_unused(loop, o);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    while (releases--) rl_release(o);
+}
+
+void rl_observer_invalidate(rl_observer_t *o) {
+    if (!o || !atomic_exchange(&o->valid, false)) return;
+    rl_retain(o);
+    rl_loop_t *loop = rl_owner_lock(&o->loop);
+    if (loop) {
+        pthread_mutex_unlock(&loop->lock);
+        rl_observer_remove_from_loop(loop, o);
+        rl_release(loop);
+    } else {
+        pthread_mutex_unlock(&rl_items_lock);
+    }
+    rl_release(o);
+}
+
+bool rl_observer_is_valid(rl_observer_t *o) { return o && atomic_load(&o->valid); }
+unsigned rl_observer_get_activities(rl_observer_t *o) { return o ? o->activities : 0; }
+bool rl_observer_does_repeat(rl_observer_t *o) { return o && o->repeats; }
+long rl_observer_get_order(rl_observer_t *o) { return o ? o->order : 0; }
+
+void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) {
+    rl_mode *mode = run->mode;
+    if (!(atomic_load_explicit(&mode->observer_mask, memory_order_relaxed) & activity)) return;
+    rl_ptrvec *due = &run->notify;
+    due->count = 0;
+    pthread_mutex_lock(&loop->lock);
+    for (size_t i = 0; i < mode->observers.count; i++) {
+        rl_observer_t *o = mode->observers.items[i];
+        if ((o->activities & activity) && atomic_load(&o->valid) && !atomic_load(&o->firing) &&
+            rl_ptrvec_push(due, o) == 0)
+            rl_retain(o);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    double start = due->count ? rl_time_now() : 0;
+    for (size_t i = 0; i < due->count; i++) {
+        rl_observer_t *o = due->items[i];
+        if (atomic_load(&o->valid) && !atomic_exchange(&o->firing, true)) {
+            __RL_IS_CALLING_OUT_TO_AN_OBSERVER_CALLBACK_FUNCTION__(o->callback, o, activity, o->context.info);
+            if (!o->repeats) rl_observer_invalidate(o);
+            atomic_store(&o->firing, false);
+        }
+        rl_release(o);
+    }
+    if (due->count) RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    due->count = 0;
+}

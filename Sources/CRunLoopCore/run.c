@@ -1,0 +1,196 @@
+/*
+ * run.c - rl_run_in_mode: CFRunLoop's pass, phase by phase. Each phase detaches what it will
+ * call (retaining it) with the loop locked, then calls out with nothing locked, so callouts may
+ * add, remove, invalidate or rearm anything, themselves included, and may run the loop again.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+
+/* Longer than this is "no timeout" (CF's limit, about 16 years). */
+#define RL_TIMEOUT_LIMIT 504911232.0
+#define RL_WAIT_BATCH 64
+
+static void push_frame(rl_loop_t *loop, rl_run_frame *run) {
+    pthread_mutex_lock(&loop->lock);
+    run->outer = loop->run;
+    loop->run = run;
+    rl_fd_table_unpark(loop);
+    pthread_mutex_unlock(&loop->lock);
+}
+
+static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
+    pthread_mutex_lock(&loop->lock);
+    loop->run = run->outer;
+    rl_fd_table_unpark(loop);
+    pthread_mutex_unlock(&loop->lock);
+    rl_ptrvec_free(&run->ready);
+    rl_ptrvec_free(&run->ready_events);
+    rl_ptrvec_free(&run->notify);
+}
+
+static bool stop_requested(rl_loop_t *loop, rl_run_frame *run) {
+    pthread_mutex_lock(&loop->lock);
+    bool stopped = run->stopped;
+    run->stopped = false;
+    pthread_mutex_unlock(&loop->lock);
+    return stopped;
+}
+
+/* Block in epoll_wait, or just poll; store what came back in events. Returns how many. */
+static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wait_event *events) {
+    pthread_mutex_lock(&loop->lock);
+    /* Arm for the earliest of the mode's timers (within tolerances) and the run's timeout. */
+    double deadline = rl_timers_wake_date(run->mode);
+    if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+    rl_wait_arm(&loop->wait, deadline);
+    /* A block queued for this mode must run before the loop sleeps. */
+    bool block = !poll && !rl_blocks_pending(loop, run->mode);
+    pthread_mutex_unlock(&loop->lock);
+    if (block && rl_time_now() >= deadline) block = false;
+
+    if (block) {
+        /* Publish that we sleep; a wakeup posted since this pass began cancels the sleep. */
+        unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
+        if (old & RL_WAKE_PENDING) block = false;
+    }
+    double before = block ? rl_time_now() : 0;
+    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH);
+    if (block) {
+        atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING);
+        RL_COUNT(loop, waits, 1);
+        RL_COUNT(loop, time_waiting, rl_elapsed_since(before));
+    }
+    return n;
+}
+
+/* Handle what a wait found: due timers in fire-date order, then every ready fd source in order.
+ * Returns whether an fd source was handled. */
+static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n) {
+    double now = rl_time_now();
+
+    /* Timers, in fire-date order; then every ready fd source, in order. */
+    pthread_mutex_lock(&loop->lock);
+    rl_timers_collect_due(run->mode, now, &run->ready);
+    pthread_mutex_unlock(&loop->lock);
+    double start = run->ready.count ? rl_time_now() : 0;
+    for (size_t i = 0; i < run->ready.count; i++) {
+        rl_timer_fire(loop, run->ready.items[i], now);
+        rl_release(run->ready.items[i]);
+    }
+    if (run->ready.count) RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    run->ready.count = 0;
+
+    bool woken = false;
+    run->ready_events.count = 0;
+    pthread_mutex_lock(&loop->lock);
+    for (int i = 0; i < n; i++) {
+        if (events[i].fd == RL_WAIT_WAKEUP) woken = true;
+        else if (events[i].fd >= 0) rl_fd_table_collect(loop, run->mode, &events[i], &run->ready, &run->ready_events);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    if (woken) RL_COUNT(loop, wakeups, 1);
+    if (!run->ready.count) return false;
+
+    bool handled = false;
+    size_t count = run->ready.count, i = 0;
+    /* Stable insertion sort by order: fd sources are few per pass. */
+    for (size_t a = 1; a < count; a++) {
+        void *s = run->ready.items[a], *e = run->ready_events.items[a];
+        size_t b = a;
+        for (; b > 0 && ((rl_source_t *)run->ready.items[b - 1])->order > ((rl_source_t *)s)->order; b--) {
+            run->ready.items[b] = run->ready.items[b - 1];
+            run->ready_events.items[b] = run->ready_events.items[b - 1];
+        }
+        run->ready.items[b] = s;
+        run->ready_events.items[b] = e;
+    }
+    start = rl_time_now();
+    for (; i < count; i++) {
+        rl_source_t *s = run->ready.items[i];
+        if (handled && run->stop_after_handle) break;
+        unsigned ev = (unsigned)(uintptr_t)run->ready_events.items[i];
+        ev &= atomic_load_explicit(&s->events, memory_order_relaxed) | RL_FD_ERROR;
+        pthread_mutex_lock(&loop->lock);
+        bool go = ev && atomic_load(&s->valid) && rl_ptrset_contains(&run->mode->sources, s);
+        pthread_mutex_unlock(&loop->lock);
+        if (go) {
+            __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
+            RL_COUNT(loop, sources_performed, 1);
+            handled = true;
+        }
+        rl_release(s);
+    }
+    for (; i < count; i++) rl_release(run->ready.items[i]); /* level-triggered: they come again */
+    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    run->ready.count = 0;
+    return handled;
+}
+
+/* The passes of one run, until an exit condition (CFRunLoop's __CFRunLoopRun). */
+static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
+    if (stop_requested(loop, run)) return RL_RUN_STOPPED;
+    bool polling = run->deadline == 0;
+    for (;;) {
+        /* Wakeups posted from here on must interrupt this pass's wait. */
+        atomic_store(&loop->wake_state, 0);
+        RL_COUNT(loop, passes, 1);
+
+        rl_observers_notify(loop, run, RL_BEFORE_TIMERS);
+        rl_observers_notify(loop, run, RL_BEFORE_SOURCES);
+        rl_blocks_run(loop, run);
+        bool handled = rl_sources_perform_signalled(loop, run);
+        if (handled) rl_blocks_run(loop, run);
+
+        bool poll = handled || polling;
+        if (!poll) rl_observers_notify(loop, run, RL_BEFORE_WAITING);
+        rl_wait_event events[RL_WAIT_BATCH];
+        int n = wait_for_events(loop, run, poll, events);
+        if (!poll) rl_observers_notify(loop, run, RL_AFTER_WAITING);
+        handled |= dispatch(loop, run, events, n);
+        rl_blocks_run(loop, run);
+
+        if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;
+        if (polling || (run->deadline < INFINITY && rl_time_now() >= run->deadline)) return RL_RUN_TIMED_OUT;
+        if (stop_requested(loop, run)) return RL_RUN_STOPPED;
+        pthread_mutex_lock(&loop->lock);
+        bool empty = rl_mode_is_empty(run->mode);
+        pthread_mutex_unlock(&loop->lock);
+        if (empty) return RL_RUN_FINISHED;
+    }
+}
+
+int rl_run_in_mode(const char *name, double seconds, bool return_after_source_handled) {
+    int rc = rl_mode_check_name(name);
+    if (rc) return rc;
+    if (rl_mode_name_is_common(name) || isnan(seconds)) return -EINVAL;
+    rl_loop_t *loop = rl_loop_get_current();
+    pthread_mutex_lock(&loop->lock);
+    rl_mode *mode = rl_mode_find(loop, name, false);
+    bool empty = !mode || rl_mode_is_empty(mode);
+    pthread_mutex_unlock(&loop->lock);
+    if (empty) return RL_RUN_FINISHED;
+
+    rl_run_frame run = {.mode = mode, .stop_after_handle = return_after_source_handled};
+    rl_ptrvec_init(&run.ready);
+    rl_ptrvec_init(&run.ready_events);
+    rl_ptrvec_init(&run.notify);
+    if (seconds <= 0) run.deadline = 0;
+    else if (seconds > RL_TIMEOUT_LIMIT) run.deadline = INFINITY;
+    else run.deadline = rl_time_now() + seconds;
+
+    push_frame(loop, &run);
+    rl_observers_notify(loop, &run, RL_ENTRY);
+    int result = run_passes(loop, &run);
+    rl_observers_notify(loop, &run, RL_EXIT);
+    pop_frame(loop, &run);
+    return result;
+}
+
+int rl_run(void) {
+    int result;
+    do result = rl_run_in_mode(RL_DEFAULT_MODE, INFINITY, false);
+    while (result != RL_RUN_STOPPED && result != RL_RUN_FINISHED && result >= 0);
+    return result;
+}

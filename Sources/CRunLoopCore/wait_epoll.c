@@ -1,0 +1,130 @@
+/*
+ * wait_epoll.c - the loop's wait set: one epoll instance, one eventfd for wakeups, one timerfd
+ * for every deadline (the earliest timer and the run's timeout). The only file that knows epoll.
+ *
+ * Both the eventfd and the timerfd are registered edge-triggered and never read: epoll queues
+ * an edge on every eventfd write and every timer expiry, and timerfd_settime resets the expiry
+ * count, so the wait path costs one epoll_wait and nothing else. (An eventfd's counter would
+ * saturate after 2^64-2 writes; the writer then resets it, see rl_wait_post_wakeup.)
+ *
+ * Deadlines go through an absolute CLOCK_MONOTONIC timerfd rather than epoll_wait's timeout:
+ * a timerfd is not stretched by the thread's timer slack (50 us by default) and has nanosecond
+ * resolution, and an absolute date needs no recomputation after EINTR.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#define TAG(fd, gen) (((uint64_t)(gen) << 32) | (uint32_t)(fd))
+
+static void fatal(const char *what) {
+    fprintf(stderr, "crunloop: %s failed: %s\n", what, strerror(errno));
+    abort();
+}
+
+int rl_wait_init(rl_wait *w) {
+    w->epfd = w->eventfd = w->timerfd = -1;
+    w->armed = INFINITY;
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    w->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (w->epfd < 0 || w->eventfd < 0 || w->timerfd < 0) goto fail;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(RL_WAIT_WAKEUP, 0)};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->eventfd, &ev) < 0) goto fail;
+    ev.data.u64 = TAG(RL_WAIT_TIMER, 0);
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->timerfd, &ev) < 0) goto fail;
+    return 0;
+fail:;
+    int err = errno;
+    rl_wait_destroy(w);
+    return -err;
+}
+
+void rl_wait_destroy(rl_wait *w) {
+    if (w->epfd >= 0) close(w->epfd);
+    if (w->eventfd >= 0) close(w->eventfd);
+    if (w->timerfd >= 0) close(w->timerfd);
+    w->epfd = w->eventfd = w->timerfd = -1;
+}
+
+static uint32_t to_epoll(unsigned events) {
+    uint32_t e = 0;
+    if (events & RL_FD_READABLE) e |= EPOLLIN | EPOLLRDHUP;
+    if (events & RL_FD_WRITABLE) e |= EPOLLOUT;
+    return e;
+}
+
+int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, bool add) {
+    struct epoll_event ev = {.events = to_epoll(events), .data.u64 = TAG(fd, gen)};
+    int op = add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (epoll_ctl(w->epfd, op, fd, &ev) == 0) return 0;
+    /* The fd was closed and its number reused behind our back, or closed and reopened: the set
+     * holds a stale registration or none. Switch operations once. */
+    if (errno == EEXIST || errno == ENOENT) {
+        op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (epoll_ctl(w->epfd, op, fd, &ev) == 0) return 0;
+    }
+    return -errno;
+}
+
+void rl_wait_unwatch(rl_wait *w, int fd) {
+    /* Fails harmlessly (EBADF, ENOENT) when the fd was already closed. */
+    (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void rl_wait_arm(rl_wait *w, double deadline) {
+    if (deadline == w->armed) return;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (deadline < INFINITY) {
+        if (deadline <= 0) deadline = 1e-9; /* zero would disarm */
+        double s = floor(deadline);
+        its.it_value.tv_sec = (time_t)s;
+        its.it_value.tv_nsec = (long)((deadline - s) * 1e9);
+        if (its.it_value.tv_nsec >= 1000000000L) its.it_value.tv_nsec = 999999999L;
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+    }
+    if (timerfd_settime(w->timerfd, TFD_TIMER_ABSTIME, &its, NULL) < 0) fatal("timerfd_settime");
+    w->armed = deadline;
+}
+
+int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max) {
+    struct epoll_event ev[64];
+    if (max > 64) max = 64;
+    int n;
+    do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
+    while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
+    if (n < 0) fatal("epoll_wait");
+    for (int i = 0; i < n; i++) {
+        uint32_t e = ev[i].events;
+        unsigned out = 0;
+        if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) out |= RL_FD_READABLE;
+        if (e & EPOLLOUT) out |= RL_FD_WRITABLE;
+        if (e & (EPOLLERR | EPOLLHUP)) out |= RL_FD_ERROR;
+        events[i].fd = (int)(int32_t)(uint32_t)ev[i].data.u64;
+        events[i].gen = (uint32_t)(ev[i].data.u64 >> 32);
+        events[i].events = out;
+    }
+    return n;
+}
+
+void rl_wait_post_wakeup(rl_wait *w) {
+    uint64_t one = 1;
+    while (write(w->eventfd, &one, sizeof one) < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) { /* counter saturated: nobody reads it, so reset it */
+            uint64_t drain;
+            if (read(w->eventfd, &drain, sizeof drain) < 0 && errno != EAGAIN) fatal("read(eventfd)");
+            continue;
+        }
+        fatal("write(eventfd)");
+    }
+}

@@ -1,0 +1,533 @@
+/*
+ * t_timers.c - fire-date order, one-shot and repeating timers, the repeating grid after a stall,
+ * moving fire dates, invalidating and removing timers inside callouts, timers in several modes,
+ * context retain/release, one loop per timer, getters.
+ */
+#include "ttrace.h"
+
+#define DEF RL_DEFAULT_MODE
+
+/* true when x is within eps of base + k*step for some integer k >= kmin */
+static bool on_grid(double x, double base, double step, long kmin, double eps) {
+    double k = round((x - base) / step);
+    return k >= (double)kmin && fabs(x - (base + k * step)) <= eps;
+}
+
+RLT_TEST(timer_fires_in_fire_date_order) {
+    double now = rl_time_now();
+    RLT_CHECK(tt_add_timer(DEF, now + 0.09, 0, 0, NULL, "c") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now + 0.03, 0, 2, NULL, "a") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now + 0.06, 0, 1, NULL, "b") != NULL);
+    RLT_CHECK_EQ(rl_run(), RL_RUN_FINISHED);
+    TT_EXPECT("a b c");
+}
+
+RLT_TEST(timer_due_timers_fire_in_date_order_in_one_pass) {
+    double now = rl_time_now();
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now - 0.1, 0, 5, NULL, "b") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now - 0.05, 0, 0, NULL, "c") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now - 0.2, 0, 9, NULL, "a") != NULL);
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("a b c");
+}
+
+typedef struct { double date, fired_at; int n; bool valid_inside, contained_inside; } probe_t;
+
+static void probe_timer(rl_timer_t *t, void *info) {
+    probe_t *p = info;
+    p->fired_at = rl_time_now();
+    p->n++;
+    p->valid_inside = rl_timer_is_valid(t);
+    p->contained_inside = rl_loop_contains_timer(rl_loop_get_current(), t, RL_DEFAULT_MODE);
+}
+
+RLT_TEST(timer_never_fires_before_its_date) {
+    probe_t p = { 0 };
+    p.date = rl_time_now() + 0.05;
+    rl_context_t c = { &p, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(p.date, 0, 0, probe_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(t, 0.04), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(p.n, 1);
+    TT_GE(p.fired_at, p.date);
+    rl_release(t);
+}
+
+RLT_TEST(timer_one_shot_valid_inside_callout_invalid_after) {
+    probe_t p = { 0 };
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = { &p, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.02, 0, 0, probe_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK(rl_timer_is_valid(t));
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(p.n, 1);
+    RLT_CHECK(p.valid_inside);
+    RLT_CHECK(p.contained_inside);
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, DEF) == 0);
+    rl_release(t);
+}
+
+typedef struct { int n, stop_at; double at[8]; } rep_t;
+
+static void rep_timer(rl_timer_t *t, void *info) {
+    (void)t;
+    rep_t *r = info;
+    if (r->n < 8) r->at[r->n] = rl_time_now();
+    r->n++;
+    if (r->n == r->stop_at) rl_loop_stop(rl_loop_get_current());
+}
+
+RLT_TEST(timer_repeating_keeps_its_grid) {
+    rep_t r = { 0, 3, { 0 } };
+    double t0 = rl_time_now() + 0.05, iv = 0.1;
+    rl_context_t c = { &r, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(t0, iv, 0, rep_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(r.n, 3);
+    for (int k = 0; k < 3; k++) TT_GE(r.at[k], t0 + k * iv);
+    double next = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(next > r.at[2]);
+    RLT_CHECK(on_grid(next, t0, iv, 3, 1e-6));
+    RLT_CHECK(rl_timer_is_valid(t));
+    rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+RLT_TEST(timer_repeating_after_stall_fires_once_then_next_grid_point) {
+    rep_t r = { 0, 2, { 0 } };
+    double t0 = rl_time_now() + 0.05, iv = 0.1;
+    rl_context_t c = { &r, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(t0, iv, 0, rep_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    tt_sleep(0.40); /* misses t0, t0+0.1, t0+0.2, t0+0.3 */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    double after = rl_time_now();
+    RLT_CHECK_EQ(r.n, 1);
+    double next = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(on_grid(next, t0, iv, 1, 1e-6));
+    RLT_CHECK(next > r.at[0]);    /* strictly in the future of the callout */
+    RLT_CHECK(next - iv <= after); /* and the first such grid point */
+    double before = rl_time_now();
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    if (before < next - 0.001) RLT_CHECK_EQ(r.n, 1); /* not due again yet */
+    if (r.n == 1) {
+        RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+        RLT_CHECK_EQ(r.n, 2);
+        TT_GE(r.at[1], next);
+    }
+    double next2 = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(next2 > r.at[1]);
+    RLT_CHECK(on_grid(next2, t0, iv, 2, 1e-6));
+    rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+RLT_TEST(timer_set_next_fire_date_outside_callout) {
+    rl_timer_t *t = tt_add_timer(DEF, rl_time_now() + 1000, 0, 0, tt_stop_cb, "t");
+    RLT_CHECK(t != NULL);
+    double t0 = rl_time_now(), d = t0 + 0.05;
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, d), 0);
+    TT_NEAR(rl_timer_get_next_fire_date(t), d, 1e-6);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(rl_loop_get_current(), DEF), d, 1e-6);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 20.0, false), RL_RUN_STOPPED);
+    double el = rl_time_now() - t0;
+    TT_EXPECT("t");
+    TT_GE(el, 0.05);
+    RLT_CHECK(el < 5.0);
+}
+
+RLT_TEST(timer_set_next_fire_date_later_moves_a_timer_back) {
+    /* a timer due soon moved an hour later does not fire */
+    rl_timer_t *t = tt_add_timer(DEF, rl_time_now() + 0.03, 0, 0, NULL, "t");
+    RLT_CHECK(t != NULL);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, rl_time_now() + 3600), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.2, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("");
+    RLT_CHECK(rl_timer_is_valid(t));
+}
+
+typedef struct { int n; double set_to, second_at; } move_t;
+
+static void move_later_timer(rl_timer_t *t, void *info) {
+    move_t *m = info;
+    m->n++;
+    if (m->n == 1) {
+        m->set_to = rl_time_now() + 0.05;
+        rl_timer_set_next_fire_date(t, m->set_to);
+    } else {
+        m->second_at = rl_time_now();
+        rl_loop_stop(rl_loop_get_current());
+    }
+}
+
+RLT_TEST(timer_set_next_fire_date_later_inside_callout_is_kept) {
+    move_t m = { 0, 0, 0 };
+    rl_context_t c = { &m, NULL, NULL };
+    double t0 = rl_time_now();
+    rl_timer_t *t = rl_timer_create(t0 + 0.01, 10.0, 0, move_later_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 20.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(m.n, 2);
+    TT_GE(m.second_at, m.set_to);
+    RLT_CHECK(rl_time_now() - t0 < 5.0);
+    rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+typedef struct { double t0; int n; } early_t;
+
+static void move_earlier_timer(rl_timer_t *t, void *info) {
+    early_t *e = info;
+    e->n++;
+    rl_timer_set_next_fire_date(t, e->t0 - 0.05);
+    rl_loop_stop(rl_loop_get_current());
+}
+
+RLT_TEST(timer_set_next_fire_date_earlier_inside_callout_is_ignored) {
+    early_t e = { rl_time_now() + 0.02, 0 };
+    rl_context_t c = { &e, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(e.t0, 0.1, 0, move_earlier_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(e.n, 1);
+    double next = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(on_grid(next, e.t0, 0.1, 1, 1e-6));
+    rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+static void invalidate_self(rl_timer_t *t, void *info) {
+    (void)info;
+    tt("fire");
+    rl_timer_invalidate(t);
+}
+
+RLT_TEST(timer_invalidate_self_inside_callout) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = tt_add_timer(DEF, rl_time_now() + 0.01, 0.02, 0, invalidate_self, NULL);
+    RLT_CHECK(t != NULL);
+    rl_retain(t);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.25, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("fire");
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    rl_release(t);
+}
+
+static void invalidate_other(rl_timer_t *t, void *info) {
+    (void)t;
+    tt("A");
+    rl_timer_invalidate((rl_timer_t *)info);
+}
+
+RLT_TEST(timer_invalidate_other_due_timer_inside_callout) {
+    rl_loop_t *loop = rl_loop_get_current();
+    double now = rl_time_now();
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    rl_timer_t *b = tt_add_timer(DEF, now - 0.01, 0, 0, NULL, "B");
+    RLT_CHECK(b != NULL);
+    rl_retain(b);
+    rl_context_t c = { b, NULL, NULL };
+    rl_timer_t *a = rl_timer_create(now - 0.02, 0, 0, invalidate_other, &c);
+    RLT_CHECK(a != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("A");
+    RLT_CHECK(!rl_timer_is_valid(b));
+    RLT_CHECK(!rl_loop_contains_timer(loop, b, DEF));
+    rl_release(a);
+    rl_release(b);
+}
+
+static void remove_self(rl_timer_t *t, void *info) {
+    (void)info;
+    tt("fire");
+    rl_loop_remove_timer(rl_loop_get_current(), t, RL_DEFAULT_MODE);
+}
+
+RLT_TEST(timer_remove_self_inside_callout) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.01, 0.02, 0, remove_self, NULL);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.25, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("fire");
+    RLT_CHECK(rl_timer_is_valid(t)); /* removed, not invalidated */
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+static void remove_other(rl_timer_t *t, void *info) {
+    (void)t;
+    tt("A");
+    rl_loop_remove_timer(rl_loop_get_current(), (rl_timer_t *)info, RL_DEFAULT_MODE);
+}
+
+RLT_TEST(timer_remove_other_inside_callout) {
+    rl_loop_t *loop = rl_loop_get_current();
+    double now = rl_time_now();
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    rl_context_t bc = tt_label("B");
+    rl_timer_t *b = rl_timer_create(now + 0.08, 0.02, 0, tt_timer_cb, &bc);
+    RLT_CHECK(b != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, b, DEF), 0);
+    rl_context_t c = { b, NULL, NULL };
+    rl_timer_t *a = rl_timer_create(now + 0.02, 0, 0, remove_other, &c);
+    RLT_CHECK(a != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
+    rl_release(a);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.3, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("A");
+    RLT_CHECK(rl_timer_is_valid(b));
+    RLT_CHECK(!rl_loop_contains_timer(loop, b, DEF));
+    rl_timer_invalidate(b);
+    rl_release(b);
+}
+
+RLT_TEST(timer_repeating_in_two_modes_fires_in_each) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = tt_label("r");
+    rl_timer_t *t = rl_timer_create(rl_time_now() - 0.001, 0.05, 0, tt_timer_cb, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "m2"));
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("r");
+    tt_sleep(0.08);
+    RLT_CHECK_EQ(rl_run_in_mode("m2", 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("r r");
+    /* removing it from one mode leaves it in the other */
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "m2"));
+    RLT_CHECK(rl_timer_is_valid(t));
+    rl_timer_invalidate(t);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "m2"));
+    rl_release(t);
+}
+
+RLT_TEST(timer_one_shot_in_two_modes_fires_once) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = tt_add_timer(DEF, rl_time_now() - 0.001, 0, 0, NULL, "t");
+    RLT_CHECK(t != NULL);
+    rl_retain(t); /* borrowed from the loop, which lets go of it when it fires */
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK(tt_keepalive("m2") != NULL);
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode("m2", 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("t");
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "m2"));
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("t");
+    rl_release(t);
+}
+
+RLT_TEST(timer_next_timer_fire_date_of_a_mode) {
+    rl_loop_t *loop = rl_loop_get_current();
+    double now = rl_time_now();
+    rl_timer_t *t1 = tt_add_timer(DEF, now + 50, 0, 0, NULL, "1");
+    rl_timer_t *t2 = tt_add_timer(DEF, now + 30, 0, 0, NULL, "2");
+    rl_timer_t *t3 = tt_add_timer("m2", now + 10, 0, 0, NULL, "3");
+    RLT_CHECK(t1 && t2 && t3);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(loop, DEF), now + 30, 1e-6);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(loop, "m2"), now + 10, 1e-6);
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, "no.timers.here") == 0);
+    rl_timer_invalidate(t2);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(loop, DEF), now + 50, 1e-6);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t1, now + 20), 0);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(loop, DEF), now + 20, 1e-6);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t3, DEF), 0);
+    TT_NEAR(rl_loop_get_next_timer_fire_date(loop, DEF), now + 10, 1e-6);
+}
+
+RLT_TEST(timer_moves_between_modes) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = tt_label("t");
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.02, 0, 0, tt_timer_cb, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED); /* default is empty now */
+    TT_EXPECT("");
+    RLT_CHECK_EQ(rl_run_in_mode("m2", 10.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("t");
+    rl_release(t);
+}
+
+static void count_info_timer(rl_timer_t *t, void *info) {
+    (void)t;
+    tt("%s", info ? "info" : "null");
+}
+
+RLT_TEST(timer_context_retain_release_balanced) {
+    tt_count_t cnt;
+    atomic_init(&cnt.retains, 0);
+    atomic_init(&cnt.releases, 0);
+    rl_context_t c = { &cnt, tt_count_retain, tt_count_release };
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.02, 0, 0, count_info_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(atomic_load(&cnt.retains), 1);
+    RLT_CHECK_EQ(atomic_load(&cnt.releases), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, "m2"), 0);
+    rl_retain(t);
+    rl_release(t);
+    rl_release(t); /* the loop still holds it */
+    RLT_CHECK_EQ(atomic_load(&cnt.releases), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("info");
+    /* fired, invalidated, removed from both modes: the last reference is gone */
+    RLT_CHECK_EQ(atomic_load(&cnt.retains), 1);
+    RLT_CHECK_EQ(atomic_load(&cnt.releases), 1);
+}
+
+static void which_info_timer(rl_timer_t *t, void *info) { (void)t; tt("%s", (const char *)info); }
+
+RLT_TEST(timer_context_is_copied_at_creation) {
+    rl_context_t c = { "original", NULL, NULL };
+    rl_timer_t *t = rl_timer_create(rl_time_now() - 0.001, 0, 0, which_info_timer, &c);
+    RLT_CHECK(t != NULL);
+    c.info = "changed";
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("original");
+    rl_release(t);
+}
+
+RLT_TEST(timer_belongs_to_one_loop) {
+    rl_loop_t *loop = rl_loop_get_current();
+    tt_live_t live;
+    tt_live_start(&live); /* another thread's loop, alive until tt_live_stop */
+    rl_loop_t *other = live.loop;
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 1000, 0, 0, tt_timer_cb, NULL);
+    rl_timer_t *u = rl_timer_create(rl_time_now() + 1000, 0, 0, tt_timer_cb, NULL);
+    int r[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    bool other_has_t = true, loop_has_t = false, loop_has_u = true, other_has_u = false;
+    if (t && u && other) {
+        r[0] = rl_loop_add_timer(loop, t, DEF);
+        r[1] = rl_loop_add_timer(other, t, DEF);
+        r[2] = rl_loop_add_timer(other, t, "m2");
+        other_has_t = rl_loop_contains_timer(other, t, DEF);
+        loop_has_t = rl_loop_contains_timer(loop, t, DEF);
+        r[3] = rl_loop_add_timer(loop, t, "m2"); /* several modes of one loop are fine */
+        r[4] = rl_loop_add_timer(loop, t, DEF);
+        r[5] = rl_loop_add_timer(other, u, DEF);
+        r[6] = rl_loop_add_timer(loop, u, DEF);
+        loop_has_u = rl_loop_contains_timer(loop, u, DEF);
+        other_has_u = rl_loop_contains_timer(other, u, DEF);
+        rl_timer_invalidate(t);
+        rl_timer_invalidate(u);
+    }
+    tt_live_stop(&live);
+    RLT_CHECK(other != NULL && other != loop);
+    RLT_CHECK(t && u);
+    rl_release(t);
+    rl_release(u);
+    RLT_CHECK_EQ(r[0], 0);
+    RLT_CHECK_EQ(r[1], -EBUSY);
+    RLT_CHECK_EQ(r[2], -EBUSY);
+    RLT_CHECK(!other_has_t);
+    RLT_CHECK(loop_has_t);
+    RLT_CHECK_EQ(r[3], 0);
+    RLT_CHECK_EQ(r[4], -EEXIST);
+    RLT_CHECK_EQ(r[5], 0);
+    RLT_CHECK_EQ(r[6], -EBUSY);
+    RLT_CHECK(!loop_has_u);
+    RLT_CHECK(other_has_u);
+}
+
+RLT_TEST(timer_getters_and_tolerance) {
+    rl_timer_t *r = rl_timer_create(rl_time_now() + 1000, 0.25, -7, tt_timer_cb, NULL);
+    rl_timer_t *o = rl_timer_create(rl_time_now() + 1000, 0, 3, tt_timer_cb, NULL);
+    RLT_CHECK(r && o);
+    RLT_CHECK(rl_timer_get_interval(r) == 0.25);
+    RLT_CHECK(rl_timer_does_repeat(r));
+    RLT_CHECK_EQ(rl_timer_get_order(r), -7);
+    RLT_CHECK(rl_timer_get_interval(o) == 0);
+    RLT_CHECK(!rl_timer_does_repeat(o));
+    RLT_CHECK_EQ(rl_timer_get_order(o), 3);
+    RLT_CHECK(rl_timer_get_tolerance(r) == 0);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(r, 0.05), 0);
+    TT_NEAR(rl_timer_get_tolerance(r), 0.05, 1e-9);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(o, 0.002), 0);
+    TT_NEAR(rl_timer_get_tolerance(o), 0.002, 1e-9);
+    RLT_CHECK(rl_timer_is_valid(o));
+    rl_timer_invalidate(o);
+    RLT_CHECK(!rl_timer_is_valid(o));
+    rl_release(r);
+    rl_release(o);
+}
+
+RLT_TEST(timer_with_past_date_fires_at_next_pass) {
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK(tt_add_timer(DEF, rl_time_now() - 5.0, 0, 0, NULL, "old") != NULL);
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("old");
+}
+
+static void add_later_timer(rl_timer_t *t, void *info) {
+    (void)t; (void)info;
+    tt("A");
+    tt_add_timer(RL_DEFAULT_MODE, rl_time_now() + 0.05, 0, 0, tt_stop_cb, "B");
+}
+
+RLT_TEST(timer_added_inside_callout_fires_in_same_run) {
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK(tt_add_timer(DEF, rl_time_now() + 0.01, 0, 0, add_later_timer, NULL) != NULL);
+    double t0 = rl_time_now();
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 20.0, false), RL_RUN_STOPPED);
+    TT_EXPECT("A B");
+    RLT_CHECK(rl_time_now() - t0 < 5.0);
+}
+
+/* A nested run of the same mode inside a timer's callout must sleep, not spin on the past fire
+ * date of the timer whose callout is running (CF passes over firing timers when it arms). */
+static _Thread_local rl_loop_stats_t nested_delta;
+static void nested_same_mode_cb(rl_timer_t *t, void *info) {
+    (void)info;
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_loop_stats_t a, b;
+    rl_loop_get_stats(loop, &a);
+    tt("run=%d", rl_run_in_mode("m", 0.2, false));
+    rl_loop_get_stats(loop, &b);
+    nested_delta.passes = b.passes - a.passes;
+    nested_delta.waits = b.waits - a.waits;
+    rl_timer_invalidate(t);
+}
+
+RLT_TEST(nested_run_inside_a_timer_callout_sleeps_instead_of_spinning) {
+    rl_source_t *keep = tt_add_source("m", 0, "keep");
+    rl_timer_t *t = tt_add_timer("m", rl_time_now() + 0.01, 1.0, 0, nested_same_mode_cb, NULL);
+    RLT_CHECK(keep && t);
+    RLT_CHECK_EQ(rl_run_in_mode("m", 0.5, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("run=3");
+    RLT_CHECK(nested_delta.waits >= 1);
+    RLT_CHECK(nested_delta.passes < 50); /* a spin makes hundreds of thousands */
+}

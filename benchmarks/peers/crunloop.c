@@ -1,0 +1,195 @@
+/* crunloop.c - the adapter for this project's core (linked statically, build/.../libcrunloop.a). */
+#include "peer.h"
+#include <crunloop.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    rl_loop_t *rl;
+    int stopped;
+    double tolerance;
+} cr_loop_t;
+
+typedef struct {
+    cr_loop_t *loop;
+    void *obj;          /* rl_source_t or rl_timer_t */
+    bench_cb cb;
+    void *arg;
+} cr_item_t;
+
+static int cr_load(peer_t *self)
+{
+    copy_str(self->version, sizeof self->version, rl_version_string());
+    return 0;
+}
+
+static void *cr_loop_new(void)
+{
+    cr_loop_t *l = calloc(1, sizeof *l);
+    l->rl = rl_loop_get_current();
+    return l;
+}
+
+static void cr_loop_free(void *l) { free(l); }   /* the rl loop goes with its thread */
+
+static void cr_run(void *lp)
+{
+    cr_loop_t *l = lp;
+    l->stopped = 0;
+    while (!l->stopped)
+        if (rl_run_in_mode(RL_DEFAULT_MODE, HUGE_VAL, false) == RL_RUN_FINISHED) break;
+}
+
+static void cr_stop(void *lp)
+{
+    cr_loop_t *l = lp;
+    l->stopped = 1;
+    rl_loop_stop(l->rl);
+}
+
+static void cr_pass(void *lp)
+{
+    (void)lp;
+    rl_run_in_mode(RL_DEFAULT_MODE, 0, false);
+}
+
+static void cr_perform(void *info)
+{
+    cr_item_t *it = info;
+    it->cb(it->arg);
+}
+
+static void *cr_async_new(void *lp, bench_cb cb, void *arg)
+{
+    cr_loop_t *l = lp;
+    cr_item_t *it = calloc(1, sizeof *it);
+    rl_source_context_t ctx = { .info = it, .perform = cr_perform };
+    *it = (cr_item_t){ l, NULL, cb, arg };
+    it->obj = rl_source_create(0, &ctx);
+    if (!it->obj || rl_loop_add_source(l->rl, it->obj, RL_DEFAULT_MODE) != 0) {
+        rl_release(it->obj);
+        free(it);
+        return NULL;
+    }
+    return it;
+}
+
+static void cr_async_send(void *a)
+{
+    cr_item_t *it = a;
+    rl_source_signal(it->obj);
+    rl_loop_wakeup(it->loop->rl);
+}
+
+static void cr_async_free(void *a)
+{
+    cr_item_t *it = a;
+    rl_source_invalidate(it->obj);
+    rl_release(it->obj);
+    free(it);
+}
+
+static void cr_timer_fired(rl_timer_t *t, void *info)
+{
+    (void)t;
+    cr_perform(info);
+}
+
+static void *cr_timer_new(void *lp, bench_cb cb, void *arg)
+{
+    cr_item_t *it = calloc(1, sizeof *it);
+    *it = (cr_item_t){ lp, NULL, cb, arg };
+    return it;
+}
+
+/* One-shot timers are invalidated after firing, so (re)starting makes a new rl timer. */
+static void cr_timer_start(void *tp, double delay, double repeat)
+{
+    cr_item_t *it = tp;
+    rl_context_t ctx = { .info = it };
+    if (it->obj) {
+        rl_timer_invalidate(it->obj);
+        rl_release(it->obj);
+    }
+    it->obj = rl_timer_create(rl_time_now() + delay, repeat, 0, cr_timer_fired, &ctx);
+    if (!it->obj) return;
+    if (it->loop->tolerance > 0) rl_timer_set_tolerance(it->obj, it->loop->tolerance);
+    rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE);
+}
+
+static void cr_timer_stop(void *tp)
+{
+    cr_item_t *it = tp;
+    if (it->obj) rl_loop_remove_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE);
+}
+
+static void cr_timer_free(void *tp)
+{
+    cr_item_t *it = tp;
+    if (it->obj) {
+        rl_timer_invalidate(it->obj);
+        rl_release(it->obj);
+    }
+    free(it);
+}
+
+static void cr_fd_ready(rl_source_t *s, int fd, unsigned events, void *info)
+{
+    (void)s; (void)fd; (void)events;
+    cr_perform(info);
+}
+
+static void *cr_fd_new(void *lp, int fd, bench_cb cb, void *arg)
+{
+    cr_loop_t *l = lp;
+    cr_item_t *it = calloc(1, sizeof *it);
+    rl_context_t ctx = { .info = it };
+    *it = (cr_item_t){ l, NULL, cb, arg };
+    it->obj = rl_source_create_fd(fd, RL_FD_READABLE, 0, cr_fd_ready, &ctx);
+    if (!it->obj || rl_loop_add_source(l->rl, it->obj, RL_DEFAULT_MODE) != 0) {
+        rl_release(it->obj);
+        free(it);
+        return NULL;
+    }
+    return it;
+}
+
+static void cr_observed(rl_observer_t *o, unsigned activity, void *info)
+{
+    (void)o; (void)activity;
+    ++*(unsigned long *)info;
+}
+
+static unsigned long observer_calls;
+
+static int cr_observer_add(void *lp)
+{
+    cr_loop_t *l = lp;
+    rl_context_t ctx = { .info = &observer_calls };
+    rl_observer_t *o = rl_observer_create(RL_ALL_ACTIVITIES, true, 0, cr_observed, &ctx);
+    int rc = o ? rl_loop_add_observer(l->rl, o, RL_DEFAULT_MODE) : -1;
+    rl_release(o);   /* the loop keeps it until the thread exits */
+    return rc;
+}
+
+static int cr_counters(void *lp, unsigned long long *writes, unsigned long long *waits)
+{
+    rl_loop_stats_t st;
+    if (rl_loop_get_stats(((cr_loop_t *)lp)->rl, &st) != 0) return -1;
+    *writes = st.wakeup_writes;
+    *waits = st.waits;
+    return 0;
+}
+
+static void cr_set_tolerance(void *lp, double tol) { ((cr_loop_t *)lp)->tolerance = tol; }
+
+peer_t peer_crunloop = {
+    .name = "CRunLoop", .load = cr_load,
+    .loop_new = cr_loop_new, .loop_free = cr_loop_free, .run = cr_run, .stop = cr_stop,
+    .pass = cr_pass, .async_new = cr_async_new, .async_send = cr_async_send,
+    .async_free = cr_async_free, .timer_new = cr_timer_new, .timer_start = cr_timer_start,
+    .timer_stop = cr_timer_stop, .timer_free = cr_timer_free, .fd_new = cr_fd_new,
+    .fd_free = cr_async_free, .observer_add = cr_observer_add, .counters = cr_counters,
+    .set_tolerance = cr_set_tolerance,
+};
