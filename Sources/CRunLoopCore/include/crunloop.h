@@ -6,8 +6,11 @@
  *
  * DESCRIPTION
  *   Each thread has at most one loop (rl_loop_t), created the first time the thread calls
- *   rl_loop_get_current() and torn down when the thread exits. A loop runs in one named mode at
- *   a time and services the items added to that mode:
+ *   rl_loop_get_current() and torn down when the thread exits: it then removes its sources
+ *   (their cancel runs), lets go of its timers and observers (which stay valid and may join
+ *   another loop), drops its queued blocks, and takes no new items. References to the loop
+ *   keep the object alive. A loop runs in one named mode at a time and services the items added
+ *   to that mode:
  *
  *     sources, version 0  (rl_source_create)     performed when signalled (rl_source_signal)
  *     sources, version 1  (rl_source_create_fd)  called while a file descriptor is ready
