@@ -231,3 +231,9 @@ clean:
 	rm -rf build
 
 FORCE:
+
+# ---- Benchmarks (benchmarks/README.md): builds the core -O2 into build/bench and runs them all --
+
+.PHONY: bench
+bench:
+	benchmarks/run $(BENCH_ARGS)

@@ -104,7 +104,7 @@ void bench_fds(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
         }
     pairs = made;
     printf("\n== 7. many fds (%d socketpairs, 1%% active per round; %s) ==\n", pairs, note);
-    snprintf(metric, sizeof metric, "%dk fds, 1%% active (rounds/s)", pairs / 1000);
+    snprintf(metric, sizeof metric, "%d fd pairs, 1%% active (rounds/s)", pairs);
     json_obj(j, "many_fds");
     json_int(j, "pairs", pairs);
     json_int(j, "requested_pairs", o->fd_pairs);

@@ -131,6 +131,8 @@ struct rl_timer {
     rl_context_t context;
     _Atomic(rl_loop_t *) loop; /* changes under owner loop->lock + rl_items_lock */
     rl_ptrvec entries;        /* rl_timer_entry*, one per mode; owner loop's lock */
+    rl_timer_entry first;     /* storage for the first entry: one mode costs no allocation */
+    bool first_used;
 };
 
 /* ---- Observers (observer.c) ---- */
@@ -219,7 +221,7 @@ typedef struct rl_run_frame {
     rl_mode *mode;
     double deadline;      /* 0: poll; INFINITY: none */
     bool stop_after_handle;
-    bool stopped;         /* loop->lock */
+    atomic_bool stopped;  /* set under loop->lock (which finds the frame), read without */
     struct rl_run_frame *outer;
     rl_ptrvec ready;        /* timers or sources detached for callouts in the current phase */
     rl_ptrvec ready_events; /* the events of each fd source in ready */
@@ -241,6 +243,11 @@ struct rl_loop {
     rl_run_frame *run;           /* innermost run, NULL when not running */
     rl_ptrvec signalled;         /* rl_link* queued by rl_source_signal */
     rl_block *blocks_head, *blocks_tail;
+    /* Mirrors of signalled.count and of the number of queued blocks, written under the lock and
+     * read without it, so that a pass with nothing queued takes no lock for them. The writers
+     * store them (seq_cst) before they wake the loop, and a pass reads them after it clears the
+     * wake state, so a queued item is never missed (see rl_loop_wakeup). */
+    atomic_size_t signalled_hint, blocks_hint;
     rl_fd_table fds;
     rl_wait wait;
     atomic_uint wake_state;
@@ -267,6 +274,16 @@ RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
 RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
+/* Refresh the hints after a change to the signalled queue or the block queue. loop locked. */
+static inline void rl_loop_sync_hints(rl_loop_t *loop) {
+    size_t blocks = 0;
+    for (const struct rl_block *b = loop->blocks_head; b; b = b->next) blocks++;
+    atomic_store(&loop->blocks_hint, blocks);
+    atomic_store(&loop->signalled_hint, loop->signalled.count);
+}
+static inline void rl_loop_sync_signalled_hint(rl_loop_t *loop) {
+    atomic_store(&loop->signalled_hint, loop->signalled.count);
+}
 RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
 /* Remove a loop's items (thread exit) and mark it dead. */
 RL_HIDDEN void rl_loop_teardown(rl_loop_t *loop);

@@ -126,15 +126,16 @@ void rl_loop_stop(rl_loop_t *loop) {
     if (!loop) return;
     pthread_mutex_lock(&loop->lock);
     bool running = loop->run != NULL;
-    if (running) loop->run->stopped = true;
+    if (running) atomic_store(&loop->run->stopped, true);
     pthread_mutex_unlock(&loop->lock);
     if (running) rl_loop_wakeup(loop);
 }
 
 void rl_loop_wakeup(rl_loop_t *loop) {
     if (!loop) return;
-    /* A wakeup already on its way covers this one: a plain load, no write to a shared line. */
-    if (atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING) return;
+    /* A wakeup already on its way covers this one: a load (a plain mov on x86, seq_cst so it is
+     * ordered after the caller's queueing), no write to a shared cache line. */
+    if (atomic_load(&loop->wake_state) & RL_WAKE_PENDING) return;
     unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_PENDING);
     if ((old & (RL_WAKE_PENDING | RL_WAKE_SLEEPING)) == RL_WAKE_SLEEPING) {
         rl_wait_post_wakeup(&loop->wait);
@@ -163,6 +164,7 @@ int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void 
         if (loop->blocks_tail) loop->blocks_tail->next = b;
         else loop->blocks_head = b;
         loop->blocks_tail = b;
+        atomic_fetch_add(&loop->blocks_hint, 1);
     }
     pthread_mutex_unlock(&loop->lock);
     if (rc) free(b);
@@ -180,6 +182,7 @@ bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
 }
 
 void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
+    if (!atomic_load(&loop->blocks_hint)) return;
     pthread_mutex_lock(&loop->lock);
     rl_block *b = loop->blocks_head;
     if (!b || !rl_blocks_pending(loop, run->mode)) {
@@ -188,6 +191,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     }
     /* Detach the whole queue; blocks queued by the callouts below wait for the next turn. */
     loop->blocks_head = loop->blocks_tail = NULL;
+    atomic_store(&loop->blocks_hint, 0);
     bool common = run->mode->common;
     pthread_mutex_unlock(&loop->lock);
     rl_block *kept = NULL, *kept_tail = NULL;
@@ -211,6 +215,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     kept_tail->next = loop->blocks_head;
     loop->blocks_head = kept;
     if (!loop->blocks_tail) loop->blocks_tail = kept_tail;
+    rl_loop_sync_hints(loop);
     pthread_mutex_unlock(&loop->lock);
 }
 
@@ -271,6 +276,7 @@ void rl_loop_teardown(rl_loop_t *loop) {
         if (items.slots[j]) rl_retain(items.slots[j]);
     rl_block *blocks = loop->blocks_head;
     loop->blocks_head = loop->blocks_tail = NULL;
+    rl_loop_sync_hints(loop);
     pthread_mutex_unlock(&loop->lock);
     while (blocks) {
         rl_block *next = blocks->next;

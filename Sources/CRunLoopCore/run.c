@@ -30,12 +30,8 @@ static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
     rl_ptrvec_free(&run->notify);
 }
 
-static bool stop_requested(rl_loop_t *loop, rl_run_frame *run) {
-    pthread_mutex_lock(&loop->lock);
-    bool stopped = run->stopped;
-    run->stopped = false;
-    pthread_mutex_unlock(&loop->lock);
-    return stopped;
+static bool stop_requested(rl_run_frame *run) {
+    return atomic_load_explicit(&run->stopped, memory_order_relaxed) && atomic_exchange(&run->stopped, false);
 }
 
 /* Block in epoll_wait, or just poll; store what came back in events. Returns how many. */
@@ -82,14 +78,18 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
     if (run->ready.count) RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
     run->ready.count = 0;
 
-    bool woken = false;
+    bool woken = false, fds = false;
     run->ready_events.count = 0;
-    pthread_mutex_lock(&loop->lock);
     for (int i = 0; i < n; i++) {
-        if (events[i].fd == RL_WAIT_WAKEUP) woken = true;
-        else if (events[i].fd >= 0) rl_fd_table_collect(loop, run->mode, &events[i], &run->ready, &run->ready_events);
+        woken |= events[i].fd == RL_WAIT_WAKEUP;
+        fds |= events[i].fd >= 0;
     }
-    pthread_mutex_unlock(&loop->lock);
+    if (fds) {
+        pthread_mutex_lock(&loop->lock);
+        for (int i = 0; i < n; i++)
+            if (events[i].fd >= 0) rl_fd_table_collect(loop, run->mode, &events[i], &run->ready, &run->ready_events);
+        pthread_mutex_unlock(&loop->lock);
+    }
     if (woken) RL_COUNT(loop, wakeups, 1);
     if (!run->ready.count) return false;
 
@@ -130,7 +130,7 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
 
 /* The passes of one run, until an exit condition (CFRunLoop's __CFRunLoopRun). */
 static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
-    if (stop_requested(loop, run)) return RL_RUN_STOPPED;
+    if (stop_requested(run)) return RL_RUN_STOPPED;
     bool polling = run->deadline == 0;
     for (;;) {
         /* Wakeups posted from here on must interrupt this pass's wait. */
@@ -153,7 +153,7 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
 
         if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;
         if (polling || (run->deadline < INFINITY && rl_time_now() >= run->deadline)) return RL_RUN_TIMED_OUT;
-        if (stop_requested(loop, run)) return RL_RUN_STOPPED;
+        if (stop_requested(run)) return RL_RUN_STOPPED;
         pthread_mutex_lock(&loop->lock);
         bool empty = rl_mode_is_empty(run->mode);
         pthread_mutex_unlock(&loop->lock);

@@ -83,6 +83,7 @@ static rl_link *link_for(rl_source_t *s, rl_loop_t *loop) {
 static void enqueue(rl_link *l) {
     if (l->queued) return;
     if (rl_ptrvec_push(&l->loop->signalled, l) == 0) l->queued = true;
+    rl_loop_sync_signalled_hint(l->loop);
 }
 
 static void schedule_callout(rl_source_t *s, bool cancel, rl_loop_t *loop, const char *mode) {
@@ -160,7 +161,10 @@ static int remove_from_mode(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_link *l = link_for(s, loop);
     if (l && --l->nmodes == 0) {
         if (s->version == 1) rl_fd_table_detach(loop, s);
-        if (l->queued) rl_ptrvec_remove(&loop->signalled, l);
+        if (l->queued) {
+            rl_ptrvec_remove(&loop->signalled, l);
+            rl_loop_sync_signalled_hint(loop);
+        }
         rl_ptrvec_remove(&s->links, l);
         free(l);
     }
@@ -313,6 +317,7 @@ static void requeue(rl_source_t *s) {
 bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ptrvec *ready = &run->ready;
     ready->count = 0;
+    if (!atomic_load(&loop->signalled_hint)) return false;
     pthread_mutex_lock(&loop->lock);
     for (size_t i = 0; i < loop->signalled.count;) {
         rl_link *l = loop->signalled.items[i];
@@ -324,6 +329,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
             i++;
         }
     }
+    rl_loop_sync_signalled_hint(loop);
     pthread_mutex_unlock(&loop->lock);
     if (ready->count == 0) return false;
     if (ready->count > 1) {

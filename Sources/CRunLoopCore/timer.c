@@ -53,6 +53,11 @@ static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
     return NULL;
 }
 
+static void free_entry(rl_timer_t *t, rl_timer_entry *e) {
+    if (e == &t->first) t->first_used = false;
+    else free(e);
+}
+
 static bool is_firing(const rl_heap_node *n) {
     return atomic_load_explicit(&((const rl_timer_entry *)n)->timer->firing, memory_order_relaxed);
 }
@@ -64,8 +69,9 @@ static double tolerance_of(const rl_heap_node *n) {
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
-    rl_timer_entry *e = calloc(1, sizeof *e);
+    rl_timer_entry *e = t->first_used ? calloc(1, sizeof *e) : &t->first;
     if (!e) return -ENOMEM;
+    if (e == &t->first) t->first_used = true;
     e->timer = t;
     e->mode = mode;
     e->node.when = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
@@ -73,7 +79,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     e->node.seq = ++loop->timer_seq;
     if (rl_heap_insert(&mode->timers, &e->node) || rl_ptrvec_push(&t->entries, e)) {
         rl_heap_remove(&mode->timers, &e->node);
-        free(e);
+        free_entry(t, e);
         return -ENOMEM;
     }
     rl_retain(t);
@@ -94,7 +100,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
     rl_ptrvec_remove(&t->entries, e);
-    free(e);
+    free_entry(t, e);
     rl_loop_timers_changed(loop, mode);
     return true;
 }

@@ -55,7 +55,7 @@ static void *lep_loop_new(void) { return le.base_new(); }
 static void lep_loop_free(void *b) { le.base_free(b); }
 static void lep_run(void *b) { le.loop(b, EVLOOP_NO_EXIT_ON_EMPTY); }
 static void lep_stop(void *b) { le.loopbreak(b); }
-static void lep_pass(void *b) { le.loop(b, EVLOOP_NONBLOCK); }
+static void lep_pass(void *b) { le.loop(b, EVLOOP_NONBLOCK | EVLOOP_NO_EXIT_ON_EMPTY); }
 
 static void fired(int fd, short what, void *arg)
 {

@@ -1,0 +1,49 @@
+internal import CRunLoopCore
+
+// How closures reach C: each C object's context `info` is one box object, passed as a retained
+// `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over). The C object
+// calls `release(info)` exactly once, when its last reference goes; `releaseBox` balances the +1.
+// If the C constructor fails it never takes the context, and the Swift caller releases the box.
+
+/// `rl_context_t.release` / `rl_source_context_t.release` of every Swift box.
+func releaseBox(_ info: UnsafeRawPointer?) {
+    guard let info else { return }
+    Unmanaged<AnyObject>.fromOpaque(info).release()
+}
+
+/// An `rl_context_t` owning one retain of `box`.
+func makeContext(_ box: AnyObject) -> rl_context_t {
+    rl_context_t(
+        info: Unmanaged.passRetained(box).toOpaque(),
+        retain: nil,
+        release: { releaseBox($0) }
+    )
+}
+
+/// Releases the retain a context took when its C constructor failed (so never took it).
+func discardContext(_ context: rl_context_t) {
+    releaseBox(UnsafeRawPointer(context.info))
+}
+
+/// The raw pointer of an `rl_*` object, for `rl_retain` / `rl_release`.
+@inline(__always)
+func object(_ raw: OpaquePointer) -> UnsafeMutableRawPointer { UnsafeMutableRawPointer(raw) }
+
+/// One reference to a C loop, released when this object goes.
+///
+/// `@unchecked Sendable`: the only stored property is an immutable pointer, and everything done
+/// with it from several threads is thread-safe in the C core: `rl_retain`/`rl_release` are
+/// atomic reference counts, and `rl_loop_wakeup`, `rl_loop_stop`, `rl_loop_perform`,
+/// `rl_source_signal`, `rl_loop_is_waiting` and `rl_loop_is_current` may be called from any thread
+/// (crunloop.h, THREADS). Running the loop is guarded at run time by `rl_loop_is_current`.
+final class LoopReference: @unchecked Sendable {
+    let raw: OpaquePointer
+
+    /// Takes a new reference to `raw` (a borrowed pointer, for example from `rl_loop_get_current`).
+    init(retaining raw: OpaquePointer) {
+        rl_retain(object(raw))
+        self.raw = raw
+    }
+
+    deinit { rl_release(object(raw)) }
+}

@@ -1,0 +1,342 @@
+internal import CRunLoopCore
+import Glibc
+import Synchronization
+
+/// How a run of a loop ended.
+public enum LoopRunResult: Hashable, Sendable {
+    /// The mode had no sources and no timers (left, or from the start).
+    case finished
+    /// ``Loop/stop()`` (or ``LoopHandle/stop()``) ended the run.
+    case stopped
+    /// The run's time limit passed.
+    case timedOut
+    /// A source was handled and the run was asked to return after one.
+    case handledSource
+
+    init(code: Int32) throws(LoopError) {
+        switch code {
+        case Int32(RL_RUN_FINISHED): self = .finished
+        case Int32(RL_RUN_STOPPED): self = .stopped
+        case Int32(RL_RUN_TIMED_OUT): self = .timedOut
+        case Int32(RL_RUN_HANDLED_SOURCE): self = .handledSource
+        default: throw LoopError(code: code) ?? .invalidArgument
+        }
+    }
+}
+
+/// Counters a loop keeps since its creation (approximate while the loop runs).
+public struct LoopStatistics: Hashable, Sendable {
+    /// Passes through the run loop.
+    public var passes: UInt64
+    /// Passes that blocked waiting for events.
+    public var waits: UInt64
+    /// Waits ended by a wakeup.
+    public var wakeups: UInt64
+    /// `eventfd` writes the wakeups made.
+    public var wakeupWrites: UInt64
+    /// Timer callouts.
+    public var timersFired: UInt64
+    /// Version-0 performs and file descriptor callouts.
+    public var sourcesPerformed: UInt64
+    /// Time spent blocked waiting.
+    public var timeWaiting: Duration
+    /// Time spent in callouts of any kind.
+    public var timeInCallouts: Duration
+}
+
+/// A thread's event loop: a `CFRunLoop`-style loop running in one mode at a time, servicing that
+/// mode's sources, timers, observers and queued work. Every pass, wait, wakeup and timer is
+/// handled by the C core; Swift code runs only in your callouts.
+///
+/// Each thread has at most one loop, created the first time it is asked for (``current``), and
+/// torn down when the thread exits: its sources are removed, its timers and observers let go,
+/// its queued work dropped. A `Loop` value owns one reference to the underlying loop and releases
+/// it when it goes; it keeps the loop object alive (not its thread). Two `Loop` values are equal
+/// when they refer to the same loop.
+///
+/// **Threads.** ``run()`` and ``run(mode:for:returningAfterSourceHandled:)`` run the calling
+/// thread's own loop and throw ``LoopError/notOnLoopThread`` elsewhere. Everything else may be
+/// called from any thread, but `Loop` is not `Sendable`: to hand a loop to another thread or to
+/// async code, pass its ``handle`` (a ``LoopHandle``).
+public final class Loop: Hashable, CustomStringConvertible {
+    let raw: OpaquePointer
+
+    /// Takes one reference to `raw`.
+    init(retaining raw: OpaquePointer) {
+        rl_retain(object(raw))
+        self.raw = raw
+    }
+
+    deinit { rl_release(object(raw)) }
+
+    /// The calling thread's loop, created on first use. On the process's main thread, this is
+    /// ``main``.
+    public static var current: Loop { Loop(retaining: rl_loop_get_current()) }
+
+    /// The loop of the process's main thread, from any thread (created on first use). When run on
+    /// the main thread it also services the main dispatch queue in its common modes, so
+    /// `DispatchQueue.main.async` blocks and `@MainActor` work run while it runs.
+    public static var main: Loop { Loop(retaining: rl_loop_get_main()) }
+
+    /// A `Sendable` handle to this loop for the operations that are safe from any thread.
+    public var handle: LoopHandle { LoopHandle(LoopReference(retaining: raw)) }
+
+    /// Whether this is the calling thread's loop (`rl_loop_is_current`). Any thread.
+    public var isCurrent: Bool { rl_loop_is_current(raw) }
+
+    /// Whether this is the main thread's loop. Any thread.
+    public var isMain: Bool { raw == rl_loop_get_main() }
+
+    // MARK: Running
+
+    /// Runs the loop in ``LoopMode/default`` until it is stopped or the mode is empty, and returns
+    /// ``LoopRunResult/stopped`` or ``LoopRunResult/finished``.
+    ///
+    /// Call it on the loop's own thread; it throws ``LoopError/notOnLoopThread`` elsewhere. On the
+    /// main thread, ``main`` services the main dispatch queue, which keeps its common modes busy:
+    /// the run then ends only with ``stop()``.
+    @discardableResult
+    public func run() throws(LoopError) -> LoopRunResult {
+        try prepareToRun()
+        return try LoopRunResult(code: rl_run())
+    }
+
+    /// Runs the loop in `mode` for at most `duration` (`nil`: no limit; zero or less: one pass
+    /// without waiting), returning early after the first source handled when
+    /// `returningAfterSourceHandled` is true.
+    ///
+    /// Call it on the loop's own thread (also from inside a callout: runs nest); it throws
+    /// ``LoopError/notOnLoopThread`` elsewhere, and ``LoopError/invalidArgument`` for
+    /// ``LoopMode/common`` or an empty mode name.
+    @discardableResult
+    public func run(
+        mode: LoopMode = .default, for duration: Duration? = nil,
+        returningAfterSourceHandled: Bool = false
+    ) throws(LoopError) -> LoopRunResult {
+        try prepareToRun()
+        let seconds = duration.map { $0.loopSeconds } ?? Double.infinity
+        let code = mode.withCName { rl_run_in_mode($0, seconds, returningAfterSourceHandled) }
+        return try LoopRunResult(code: code)
+    }
+
+    private func prepareToRun() throws(LoopError) {
+        guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
+        if isMain { MainQueueBridge.install(on: self) }
+    }
+
+    /// Makes the innermost run of the loop return ``LoopRunResult/stopped`` (waking it if it
+    /// sleeps). A stop issued while the loop is not running is forgotten. Any thread.
+    public func stop() { rl_loop_stop(raw) }
+
+    /// Wakes the loop if it is waiting, so that it makes a pass. Costs a system call only when the
+    /// loop sleeps and no other wakeup is on its way. Any thread.
+    public func wakeUp() { rl_loop_wakeup(raw) }
+
+    /// Whether the loop is waiting for events right now. Any thread.
+    public var isWaiting: Bool { rl_loop_is_waiting(raw) }
+
+    // MARK: Modes
+
+    /// Marks `mode` as common: every item in ``LoopMode/common`` is added to it, now and later.
+    /// Marking ``LoopMode/default`` or an already common mode again does nothing. Any thread.
+    /// Throws ``LoopError/invalidArgument`` for ``LoopMode/common`` or an empty name.
+    public func addCommonMode(_ mode: LoopMode) throws(LoopError) {
+        try check(mode.withCName { rl_loop_add_common_mode(raw, $0) })
+    }
+
+    /// The mode of the innermost run, or `nil` when the loop is not running. Any thread.
+    public var currentMode: LoopMode? {
+        guard let name = rl_loop_copy_current_mode(raw) else { return nil }
+        defer { free(name) }
+        return LoopMode(rawValue: String(cString: name))
+    }
+
+    /// Every mode used so far with this loop (the Swift layer's own bookkeeping mode left out).
+    /// Any thread.
+    public var allModes: [LoopMode] {
+        var count = 0
+        guard let names = rl_loop_copy_all_modes(raw, &count) else { return [] }
+        defer { free(names) }
+        var modes: [LoopMode] = []
+        for i in 0..<count {
+            guard let name = names[i] else { continue }
+            let mode = LoopMode(rawValue: String(cString: name))
+            free(name)
+            if mode != .bookkeeping { modes.append(mode) }
+        }
+        return modes
+    }
+
+    /// The earliest fire date of the valid timers in `mode`, or `nil` when it has none. Any thread.
+    public func nextTimerFireDate(in mode: LoopMode = .default) -> LoopInstant? {
+        let date = mode.withCName { rl_loop_get_next_timer_fire_date(raw, $0) }
+        return date > 0 ? LoopInstant(monotonicSeconds: date) : nil
+    }
+
+    /// The loop's counters. Any thread.
+    public var statistics: LoopStatistics {
+        var s = rl_loop_stats_t()
+        _ = rl_loop_get_stats(raw, &s)
+        return LoopStatistics(
+            passes: UInt64(s.passes), waits: UInt64(s.waits), wakeups: UInt64(s.wakeups),
+            wakeupWrites: UInt64(s.wakeup_writes), timersFired: UInt64(s.timers_fired),
+            sourcesPerformed: UInt64(s.sources_performed),
+            timeWaiting: .seconds(s.time_waiting), timeInCallouts: .seconds(s.time_in_callouts))
+    }
+
+    // MARK: Queued work
+
+    /// Queues `body` to run once on the loop's thread, at the next pass of a run in `mode` (in
+    /// any common mode for ``LoopMode/common``), after the work queued before it. Any thread;
+    /// from another thread the loop is woken.
+    ///
+    /// Work still queued when the loop's thread exits is dropped without running (the closure is
+    /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited or the
+    /// mode name is empty.
+    public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
+        throws(LoopError)
+    {
+        try LoopState.of(raw).enqueue(mode, body)
+        if !rl_loop_is_current(raw) { rl_loop_wakeup(raw) }
+    }
+
+    // MARK: Description
+
+    /// The C core's dump of the loop (`rl_loop_copy_description`): its modes, common modes, each
+    /// mode's sources, timers and observers, and its counters. Any thread.
+    public var description: String {
+        guard let text = rl_loop_copy_description(raw) else { return "Loop(\(raw))" }
+        defer { free(text) }
+        return String(cString: text)
+    }
+
+    public static func == (lhs: Loop, rhs: Loop) -> Bool { lhs.raw == rhs.raw }
+    public func hash(into hasher: inout Hasher) { hasher.combine(raw) }
+}
+
+// MARK: - Per-loop Swift state
+
+/// Work queued with `rl_loop_perform`, owned by its loop's `LoopState` until it runs or is
+/// dropped. The C block's argument is this object's unretained pointer.
+final class PerformBox: Sendable {
+    let body: @Sendable () -> Void
+    let state: LoopState
+    init(body: @escaping @Sendable () -> Void, state: LoopState) {
+        self.body = body
+        self.state = state
+    }
+}
+
+/// The Swift layer's state of one C loop: the queued work not yet run.
+///
+/// `rl_loop_perform` has no context release: the core drops blocks still queued when the loop's
+/// thread exits without telling anyone. So the boxes of queued work are owned here, not by the C
+/// block, and a sentinel observer (in a mode that never runs) is the loop's only reference to
+/// this state: the core's teardown drops the blocks first and then lets go of its observers, so
+/// the sentinel's context release tells us the loop is dead and the remaining boxes are freed.
+///
+/// `@unchecked Sendable`: `raw` is an immutable pointer used only with thread-safe C functions
+/// (`rl_loop_perform`, `rl_observer_*`, `rl_loop_add/remove_observer`), and all mutable state is
+/// in a `Mutex`.
+final class LoopState: @unchecked Sendable {
+    struct Pending {
+        var dead = false
+        var boxes: [ObjectIdentifier: PerformBox] = [:]
+    }
+
+    let raw: OpaquePointer
+    let pending = Mutex(Pending())
+
+    private init(raw: OpaquePointer) { self.raw = raw }
+
+    /// The loops with Swift state, by address. An entry goes at the loop's teardown, before the
+    /// address can be reused.
+    private static let registry = Mutex<[UInt: LoopState]>([:])
+
+    /// The state of loop `raw`, made (with its sentinel) on first use. Any thread.
+    static func of(_ raw: OpaquePointer) -> LoopState {
+        let key = UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(raw)))
+        if let state = registry.withLock({ $0[key] }) { return state }
+        let state = LoopState(raw: raw)
+        // The sentinel's context owns one retain of the state; its release tears the state down.
+        var context = rl_context_t(
+            info: Unmanaged.passRetained(state).toOpaque(), retain: nil,
+            release: { info in
+                guard let info else { return }
+                Unmanaged<LoopState>.fromOpaque(info).takeRetainedValue().tearDown()
+            })
+        guard
+            let sentinel = rl_observer_create(
+                UInt32(RL_EXIT), true, 0, { _, _, _ in }, &context)
+        else {
+            discardContext(context)
+            state.tearDown()
+            return state
+        }
+        let added = LoopMode.bookkeeping.withCName { rl_loop_add_observer(raw, sentinel, $0) }
+        if added != 0 {
+            state.tearDown()  // the loop's thread has exited: no work can be queued.
+            rl_release(object(sentinel))
+            return state
+        }
+        let winner = registry.withLock { registry -> LoopState in
+            if let existing = registry[key] { return existing }
+            registry[key] = state
+            return state
+        }
+        if winner !== state {
+            _ = LoopMode.bookkeeping.withCName { rl_loop_remove_observer(raw, sentinel, $0) }
+        }
+        // From here the loop holds the sentinel's only reference: its teardown destroys it, and
+        // the context release (`tornDown`) removes the registry entry.
+        rl_release(object(sentinel))
+        return winner
+    }
+
+    /// Runs when the sentinel is destroyed: at the loop's teardown (or when it lost a race).
+    fileprivate func tearDown() {
+        let boxes = pending.withLock { pending -> [PerformBox] in
+            pending.dead = true
+            defer { pending.boxes = [:] }
+            return Array(pending.boxes.values)
+        }
+        _ = boxes  // released here, outside the lock
+        let key = UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(raw)))
+        LoopState.registry.withLock { registry in
+            if registry[key] === self { registry[key] = nil }
+        }
+    }
+
+    /// Queues `body` in `mode` with `rl_loop_perform`; does not wake the loop.
+    func enqueue(_ mode: LoopMode, _ body: @escaping @Sendable () -> Void) throws(LoopError) {
+        let box = PerformBox(body: body, state: self)
+        let id = ObjectIdentifier(box)
+        let accepted = pending.withLock { pending -> Bool in
+            if pending.dead { return false }
+            pending.boxes[id] = box
+            return true
+        }
+        guard accepted else { throw .invalidArgument }
+        let code = mode.withCName { name in
+            rl_loop_perform(raw, name, { runPerformBox($0) }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        if code != 0 {
+            _ = pending.withLock { $0.boxes.removeValue(forKey: id) }
+            try check(code)
+        }
+    }
+
+    /// Takes `box` out of the pending set (on the loop's thread, as its block runs).
+    func take(_ box: PerformBox) -> PerformBox? {
+        pending.withLock { $0.boxes.removeValue(forKey: ObjectIdentifier(box)) }
+    }
+}
+
+/// The `rl_loop_perform` function of queued Swift work. The box is alive: it is owned by the
+/// pending set, which only the loop's teardown (on this thread, after the last block) clears.
+private func runPerformBox(_ arg: UnsafeMutableRawPointer?) {
+    guard let arg else { return }
+    let box = Unmanaged<PerformBox>.fromOpaque(arg).takeUnretainedValue()
+    guard let owned = box.state.take(box) else { return }
+    owned.body()
+}

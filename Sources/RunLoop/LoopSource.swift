@@ -1,0 +1,90 @@
+internal import CRunLoopCore
+
+/// The context box of a version-0 source.
+final class SourceBox {
+    let perform: @Sendable (LoopSource) -> Void
+    /// Set once, before the source can join a loop; only read afterwards.
+    weak var handle: LoopSource?
+    /// The C source, for lending a new handle in a callout once the creator's handle is gone
+    /// (callouts run while the source exists). Set once, with `handle`.
+    var raw: OpaquePointer?
+    init(_ perform: @escaping @Sendable (LoopSource) -> Void) { self.perform = perform }
+}
+
+private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
+    guard let info else { return }
+    let box = Unmanaged<SourceBox>.fromOpaque(info).takeUnretainedValue()
+    if let handle = box.handle {
+        box.perform(handle)
+    } else if let raw = box.raw {
+        box.perform(LoopSource(retaining: raw))
+    }
+}
+
+/// A version-0 source: a closure the loop performs once at its next pass after ``signal()``.
+///
+/// Add it to one or more modes of one or more loops (``Loop/add(_:forMode:)-source``); signal it
+/// from any thread, then wake the loop (``signal(waking:)`` does both). However often it is
+/// signalled before the loop gets to it, it is performed once. Sources are performed in
+/// ascending ``order``. A source in a mode keeps the mode from being empty.
+///
+/// **Lifetime.** The handle owns one reference to the C source and releases it in `deinit`;
+/// every mode it is in holds one more. The closure is released exactly once, when the C source
+/// is destroyed (its last handle gone and removed from every loop, or invalidated).
+///
+/// **Threads.** Every member may be used from any thread; the source is `Sendable`. The closure
+/// runs on the thread of the loop performing it.
+///
+/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
+/// used on it (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
+public final class LoopSource: LoopItem, @unchecked Sendable {
+    let raw: OpaquePointer
+
+    init(retaining raw: OpaquePointer) {
+        rl_retain(object(raw))
+        self.raw = raw
+    }
+
+    deinit { rl_release(object(raw)) }
+
+    /// A source whose `perform` closure runs when a loop services it after ``signal()``. It
+    /// receives the source, so it never needs to capture it.
+    public init(order: Int = 0, perform: @escaping @Sendable (LoopSource) -> Void) {
+        let box = SourceBox(perform)
+        var context = rl_source_context_t(
+            info: Unmanaged.passRetained(box).toOpaque(), retain: nil,
+            release: { releaseBox($0) }, schedule: nil, cancel: nil,
+            perform: { sourcePerform($0) })
+        guard let raw = rl_source_create(order, &context) else {
+            releaseBox(UnsafeRawPointer(context.info))
+            fatalError("rl_source_create: \(lastCError())")  // only ENOMEM
+        }
+        self.raw = raw
+        box.handle = self
+        box.raw = raw
+    }
+
+    /// Marks the source as signalled: a loop performs it once at its next pass in a mode that
+    /// contains it. Does not wake the loop (see ``signal(waking:)``). Any thread; lock-free when
+    /// already signalled.
+    public func signal() { rl_source_signal(raw) }
+
+    /// Signals the source and wakes `loop` (`rl_source_signal` then `rl_loop_wakeup`). Any thread.
+    public func signal(waking loop: LoopHandle) {
+        rl_source_signal(raw)
+        rl_loop_wakeup(loop.reference.raw)
+    }
+
+    /// Whether the source is signalled and not yet performed.
+    public var isSignalled: Bool { rl_source_is_signalled(raw) }
+
+    /// Removes the source from every mode of every loop and stops it for good. Also from inside
+    /// its own callout. Any thread.
+    public func invalidate() { rl_source_invalidate(raw) }
+
+    /// Whether the source has not been invalidated.
+    public var isValid: Bool { rl_source_is_valid(raw) }
+
+    /// The source's order among the signalled sources of a pass (lower first).
+    public var order: Int { rl_source_get_order(raw) }
+}

@@ -1,0 +1,72 @@
+internal import CRunLoopCore
+
+extension Duration {
+    /// The duration in seconds, as the C core takes it.
+    var loopSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
+
+/// A point in time on the loop's clock: `CLOCK_MONOTONIC`, the clock of every fire date.
+///
+/// Swift's `ContinuousClock` on Linux is `CLOCK_BOOTTIME`, which also counts time the machine
+/// was suspended, so its instants are not fire dates: ``init(_:)`` converts one by its offset
+/// from now. Values may be used on any thread.
+public struct LoopInstant: InstantProtocol, Hashable, Sendable, CustomStringConvertible {
+    public typealias Duration = Swift.Duration
+
+    /// Seconds on `CLOCK_MONOTONIC`, as the C core's `rl_time_now()` returns them.
+    public let monotonicSeconds: Double
+
+    /// The instant `monotonicSeconds` seconds after the monotonic clock's origin.
+    public init(monotonicSeconds: Double) { self.monotonicSeconds = monotonicSeconds }
+
+    /// The instant of the loop's clock that is as far from now as `instant` is from
+    /// `ContinuousClock.now`.
+    public init(_ instant: ContinuousClock.Instant) {
+        let offset = ContinuousClock.now.duration(to: instant)
+        self.init(monotonicSeconds: rl_time_now() + offset.loopSeconds)
+    }
+
+    /// The current time on the loop's clock. Any thread.
+    public static var now: LoopInstant { LoopInstant(monotonicSeconds: rl_time_now()) }
+
+    public func advanced(by duration: Swift.Duration) -> LoopInstant {
+        LoopInstant(monotonicSeconds: monotonicSeconds + duration.loopSeconds)
+    }
+
+    public func duration(to other: LoopInstant) -> Swift.Duration {
+        .seconds(other.monotonicSeconds - monotonicSeconds)
+    }
+
+    public static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool {
+        lhs.monotonicSeconds < rhs.monotonicSeconds
+    }
+
+    /// For example `"LoopInstant(12.000250 s)"`.
+    public var description: String { "LoopInstant(\(monotonicSeconds) s)" }
+}
+
+/// The loop's clock (`CLOCK_MONOTONIC`), on which every timer's fire date lies.
+///
+/// Usable from any thread and from async code; ``sleep(until:tolerance:)`` sleeps with Swift
+/// concurrency's own timer, converting the deadline by its offset from now.
+public struct LoopClock: Clock, Sendable {
+    public typealias Instant = LoopInstant
+
+    /// A clock value (all are equal).
+    public init() {}
+
+    /// The current time.
+    public var now: LoopInstant { .now }
+
+    /// One nanosecond (the clock's `clock_gettime` resolution).
+    public var minimumResolution: Duration { .nanoseconds(1) }
+
+    /// Suspends the calling task until `deadline`; throws `CancellationError` when cancelled.
+    public func sleep(until deadline: LoopInstant, tolerance: Duration? = nil) async throws {
+        let delay = LoopInstant.now.duration(to: deadline)
+        try await ContinuousClock().sleep(until: .now + delay, tolerance: tolerance)
+    }
+}

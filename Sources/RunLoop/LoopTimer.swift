@@ -1,0 +1,146 @@
+internal import CRunLoopCore
+
+/// The context box of a timer: its closure, and a weak link to the handle made with it.
+final class TimerBox {
+    let body: @Sendable (LoopTimer) -> Void
+    /// Set once, before the timer can join a loop; only read afterwards.
+    weak var handle: LoopTimer?
+    init(_ body: @escaping @Sendable (LoopTimer) -> Void) { self.body = body }
+}
+
+/// The `rl_timer_callback_t` of every Swift timer.
+private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
+    guard let timer, let info else { return }
+    let box = Unmanaged<TimerBox>.fromOpaque(info).takeUnretainedValue()
+    if let handle = box.handle {
+        box.body(handle)
+    } else {
+        // The creator's handle is gone while the loop still holds the timer: lend a new one.
+        box.body(LoopTimer(retaining: timer))
+    }
+}
+
+/// A timer: a closure a loop calls at a fire date, once or repeating.
+///
+/// Create it, then add it to one loop in one or several modes (``Loop/add(_:forMode:)-timer``),
+/// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
+/// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
+/// a timer whose closure uses its timer leaks nothing. A one-shot timer is invalidated after its
+/// callout; a repeating timer keeps to its grid (`fireDate + k * interval`), firing once after a
+/// stall. Timers with equal fire dates fire in ascending ``order``, then in the order scheduled.
+///
+/// **Lifetime.** The handle owns one reference to the C timer and releases it in `deinit`; a
+/// loop keeps a timer it holds alive until it is invalidated, removed, or (one-shot) fired. The
+/// closure is released exactly once, when the C timer is destroyed.
+///
+/// **Threads.** Every member may be used from any thread; the timer is `Sendable`.
+///
+/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
+/// used on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
+public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
+    let raw: OpaquePointer
+
+    /// Wraps `raw`, taking a new reference to it.
+    init(retaining raw: OpaquePointer) {
+        rl_retain(object(raw))
+        self.raw = raw
+    }
+
+    private init(owning raw: OpaquePointer) { self.raw = raw }
+
+    deinit { rl_release(object(raw)) }
+
+    /// A timer first due at `fireDate` (a past date fires at the next pass), repeating every
+    /// `interval` when given, once otherwise. `tolerance` is how late it may fire to share a
+    /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a negative interval or
+    /// tolerance. The timer is not in any loop yet.
+    public init(
+        fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
+        tolerance: Duration = .zero, order: Int = 0,
+        _ body: @escaping @Sendable (LoopTimer) -> Void
+    ) throws(LoopError) {
+        let box = TimerBox(body)
+        var context = makeContext(box)
+        guard
+            let raw = rl_timer_create(
+                fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order,
+                { timerCallout($0, $1) }, &context)
+        else {
+            let error = lastCError()
+            discardContext(context)
+            throw error
+        }
+        self.raw = raw
+        box.handle = self
+        if tolerance != .zero {
+            let code = rl_timer_set_tolerance(raw, tolerance.loopSeconds)
+            if code != 0 { throw LoopError(code: code) ?? .invalidArgument }
+        }
+    }
+
+    /// A timer first due `delay` from now (see ``init(fireAt:repeatingEvery:tolerance:order:_:)``).
+    public convenience init(
+        after delay: Duration, repeatingEvery interval: Duration? = nil,
+        tolerance: Duration = .zero, order: Int = 0,
+        _ body: @escaping @Sendable (LoopTimer) -> Void
+    ) throws(LoopError) {
+        try self.init(
+            fireAt: LoopInstant.now.advanced(by: delay), repeatingEvery: interval, tolerance: tolerance,
+            order: order, body)
+    }
+
+    /// A timer first due at a `ContinuousClock` instant, converted by its offset from now.
+    public convenience init(
+        fireAt instant: ContinuousClock.Instant, repeatingEvery interval: Duration? = nil,
+        tolerance: Duration = .zero, order: Int = 0,
+        _ body: @escaping @Sendable (LoopTimer) -> Void
+    ) throws(LoopError) {
+        try self.init(
+            fireAt: LoopInstant(instant), repeatingEvery: interval, tolerance: tolerance,
+            order: order, body)
+    }
+
+    /// Removes the timer from every mode of its loop and stops it for good. Also from inside its
+    /// own callout. Any thread.
+    public func invalidate() { rl_timer_invalidate(raw) }
+
+    /// Whether the timer can still fire (not invalidated, and a one-shot timer not yet fired).
+    public var isValid: Bool { rl_timer_is_valid(raw) }
+
+    /// The next fire date. Setting it moves the timer (from inside its own callout, a date later
+    /// than the one being fired is kept instead of the next grid point); setting it on an
+    /// invalidated timer has no effect — use ``setFireDate(_:)`` to get the error.
+    public var fireDate: LoopInstant {
+        get { LoopInstant(monotonicSeconds: rl_timer_get_next_fire_date(raw)) }
+        set { _ = rl_timer_set_next_fire_date(raw, newValue.monotonicSeconds) }
+    }
+
+    /// Moves the next fire date; throws ``LoopError/invalidArgument`` for an invalidated timer.
+    public func setFireDate(_ date: LoopInstant) throws(LoopError) {
+        try check(rl_timer_set_next_fire_date(raw, date.monotonicSeconds))
+    }
+
+    /// The repeat interval, or `nil` for a one-shot timer.
+    public var interval: Duration? {
+        rl_timer_does_repeat(raw) ? .seconds(rl_timer_get_interval(raw)) : nil
+    }
+
+    /// Whether the timer repeats.
+    public var repeats: Bool { rl_timer_does_repeat(raw) }
+
+    /// How late the timer may fire to share a wakeup with other timers (default zero). Negative
+    /// values are ignored.
+    public var tolerance: Duration {
+        get { .seconds(rl_timer_get_tolerance(raw)) }
+        set { _ = rl_timer_set_tolerance(raw, newValue.loopSeconds) }
+    }
+
+    /// The timer's order among timers with the same fire date (lower first).
+    public var order: Int { rl_timer_get_order(raw) }
+
+    /// For example `"LoopTimer(fireDate: 12.5 s, interval: 0.1 s, valid)"`.
+    public var description: String {
+        let interval = self.interval.map { " interval: \($0)," } ?? ""
+        return "LoopTimer(fireDate: \(fireDate.monotonicSeconds) s,\(interval) \(isValid ? "valid" : "invalid"))"
+    }
+}

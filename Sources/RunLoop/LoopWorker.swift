@@ -1,0 +1,137 @@
+internal import CRunLoopCore
+internal import CRunLoopDispatchShim
+import Glibc
+import Synchronization
+
+/// A thread that runs its own loop forever and takes work from any thread: a keep-alive worker.
+///
+/// ```swift
+/// let worker = try LoopWorker(name: "io")
+/// try worker.submit { print("on the worker") }
+/// worker.shutDown()            // runs the work already submitted, stops the loop, joins
+/// ```
+///
+/// The worker's loop runs in ``LoopMode/default`` and is kept alive by a private version-0
+/// source, so it waits instead of finishing when it has nothing else. Submitted closures run on
+/// the worker's thread one at a time, in the order submitted (across all submitting threads, in
+/// the order their submissions were queued). Add timers and sources to ``loop`` from any thread,
+/// or from inside submitted work; pin actors to it with ``executor``.
+///
+/// **Lifetime.** ``shutDown()`` (or the last reference going) ends the thread after the work
+/// already submitted has run, then joins it; its loop is torn down as the thread exits (its
+/// sources removed, timers and observers let go, queued work dropped). Any thread may shut the
+/// worker down, including the worker itself (then the thread is detached instead of joined).
+public final class LoopWorker: Sendable {
+    /// The worker's loop, for the thread-safe operations.
+    public let loop: LoopHandle
+    /// An executor running jobs on the worker's thread, for pinning actors to it.
+    public let executor: LoopExecutor
+
+    private struct State {
+        var thread: pthread_t
+        var shutDown = false
+    }
+
+    private let state: Mutex<State>
+    private let control: WorkerControl
+
+    /// Starts the thread (named `name`, at most 15 bytes kept) and waits until its loop exists.
+    /// Throws ``LoopError/system(errno:)`` when the thread cannot be created.
+    public init(name: String = "LoopWorker") throws(LoopError) {
+        let control = WorkerControl(name: name)
+        var thread = pthread_t()
+        let start = Unmanaged.passRetained(control).toOpaque()
+        let code = pthread_create(&thread, nil, { arg in
+            Unmanaged<WorkerControl>.fromOpaque(arg!).takeRetainedValue().main()
+            return nil
+        }, start)
+        if code != 0 {
+            Unmanaged<WorkerControl>.fromOpaque(start).release()
+            throw .system(errno: code)
+        }
+        let loop = control.waitForLoop()
+        self.control = control
+        self.loop = loop
+        self.executor = LoopExecutor(loop: loop)
+        self.state = Mutex(State(thread: thread))
+    }
+
+    deinit { shutDown() }
+
+    /// Whether the calling thread is the worker's thread.
+    public var isCurrent: Bool { loop.isCurrent }
+
+    /// Queues `work` to run on the worker's thread after the work submitted before it, and wakes
+    /// the worker. Any thread. Throws ``LoopError/workerShutDown`` after ``shutDown()``.
+    public func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
+        guard !state.withLock({ $0.shutDown }) else { throw .workerShutDown }
+        do {
+            try loop.perform(in: .common, work)
+        } catch .invalidArgument {
+            throw .workerShutDown
+        }
+    }
+
+    /// Stops the worker after the work submitted so far has run, and waits for its thread to
+    /// end (from the worker's own thread: returns at once, and the thread ends after the current
+    /// work). Later calls do nothing. Any thread.
+    public func shutDown() {
+        let thread: pthread_t? = state.withLock { state in
+            if state.shutDown { return nil }
+            state.shutDown = true
+            return state.thread
+        }
+        guard let thread else { return }
+        let control = self.control
+        let handle = loop
+        do {
+            try loop.perform(in: .common) {
+                control.exitRequested.store(true, ordering: .releasing)
+                handle.stop()
+            }
+        } catch {
+            // The thread already ended its loop (it cannot without a shutdown): nothing to stop.
+        }
+        if loop.isCurrent {
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
+    }
+}
+
+/// What the worker's thread and its creator share.
+final class WorkerControl: Sendable {
+    let name: String
+    let exitRequested = Atomic<Bool>(false)
+    /// The loop, published once by the worker's thread.
+    private let published = Mutex<LoopHandle?>(nil)
+    private let ready = Atomic<Bool>(false)
+
+    init(name: String) { self.name = name }
+
+    /// Waits (briefly, at thread start) until the thread has published its loop.
+    func waitForLoop() -> LoopHandle {
+        while !ready.load(ordering: .acquiring) { sched_yield() }
+        return published.withLock { $0! }
+    }
+
+    /// The worker thread's body.
+    func main() {
+        rl_shim_set_thread_name(name)
+        let raw: OpaquePointer = rl_loop_get_current()
+        // Keep-alive: a version-0 source that is never signalled keeps the default mode from
+        // being empty, so the loop waits instead of finishing. The loop holds its only reference
+        // and removes it at teardown.
+        var context = rl_source_context_t()
+        if let keepAlive = rl_source_create(Int.max, &context) {
+            _ = rl_loop_add_source(raw, keepAlive, RL_COMMON_MODES)
+            rl_release(object(keepAlive))
+        }
+        published.withLock { $0 = LoopHandle(LoopReference(retaining: raw)) }
+        ready.store(true, ordering: .releasing)
+        while !exitRequested.load(ordering: .acquiring) {
+            _ = rl_run_in_mode(RL_DEFAULT_MODE, .infinity, false)
+        }
+    }
+}
