@@ -12,6 +12,13 @@
 
 static bool bad_time(double t) { return isnan(t) || t < 0; }
 
+/* A date in the past means "now", as in CF: a repeating timer's grid then starts from when the
+ * date was set, not from a point long gone. */
+static double not_before_now(double date) {
+    double now = rl_time_now();
+    return date < now ? now : date;
+}
+
 rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                             rl_timer_callback_t callback, const rl_context_t *context) {
     if (!callback || bad_time(fire_date) || bad_time(interval)) {
@@ -26,7 +33,7 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
     rl_object_init(&t->obj, RL_TYPE_TIMER);
     t->order = order;
     t->interval = isinf(interval) ? 0 : interval;
-    atomic_init(&t->fire_date, fire_date);
+    atomic_init(&t->fire_date, not_before_now(fire_date));
     atomic_init(&t->tolerance, 0.0);
     atomic_init(&t->valid, true);
     atomic_init(&t->loop, NULL);
@@ -236,7 +243,7 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
 int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
     if (!t || bad_time(date) || !atomic_load(&t->valid)) return -EINVAL;
     rl_loop_t *loop = rl_owner_lock(&t->loop);
-    set_fire_date_locked(loop, t, date);
+    set_fire_date_locked(loop, t, not_before_now(date));
     rl_owner_unlock(loop);
     return 0;
 }

@@ -25,10 +25,10 @@ RLT_TEST(timer_fires_in_fire_date_order) {
 RLT_TEST(timer_due_timers_fire_in_date_order_in_one_pass) {
     double now = rl_time_now();
     RLT_CHECK(tt_keepalive(DEF) != NULL);
-    RLT_CHECK(tt_add_timer(DEF, now - 0.1, 0, 5, NULL, "b") != NULL);
-    RLT_CHECK(tt_add_timer(DEF, now - 0.05, 0, 0, NULL, "c") != NULL);
-    RLT_CHECK(tt_add_timer(DEF, now - 0.2, 0, 9, NULL, "a") != NULL);
-    tt_sleep(0.01);
+    RLT_CHECK(tt_add_timer(DEF, now + 0.03, 0, 5, NULL, "b") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now + 0.04, 0, 0, NULL, "c") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, now + 0.02, 0, 9, NULL, "a") != NULL);
+    tt_sleep(0.08); /* all three due before the pass */
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     TT_EXPECT("a b c");
 }
@@ -189,24 +189,39 @@ RLT_TEST(timer_set_next_fire_date_later_inside_callout_is_kept) {
 
 typedef struct { double t0; int n; } early_t;
 
-static void move_earlier_timer(rl_timer_t *t, void *info) {
+static _Thread_local double past_second_fire;
+static void move_into_past_timer(rl_timer_t *t, void *info) {
     early_t *e = info;
-    e->n++;
-    rl_timer_set_next_fire_date(t, e->t0 - 0.05);
-    rl_loop_stop(rl_loop_get_current());
+    if (++e->n == 1) {
+        rl_timer_set_next_fire_date(t, e->t0 - 0.05); /* counts as now, later than t0: kept */
+    } else {
+        past_second_fire = rl_time_now();
+        rl_loop_stop(rl_loop_get_current());
+    }
 }
 
-RLT_TEST(timer_set_next_fire_date_earlier_inside_callout_is_ignored) {
+/* As in CF: a past date set inside the callout counts as now, which is later than the date
+ * being fired, so it is kept and the timer fires again at once instead of at t0 + interval. */
+RLT_TEST(timer_set_past_date_inside_callout_fires_again_at_once) {
     early_t e = { rl_time_now() + 0.02, 0 };
     rl_context_t c = { &e, NULL, NULL };
-    rl_timer_t *t = rl_timer_create(e.t0, 0.1, 0, move_earlier_timer, &c);
+    rl_timer_t *t = rl_timer_create(e.t0, 3.0, 0, move_into_past_timer, &c);
     RLT_CHECK(t != NULL);
     RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
-    RLT_CHECK_EQ(e.n, 1);
-    double next = rl_timer_get_next_fire_date(t);
-    RLT_CHECK(on_grid(next, e.t0, 0.1, 1, 1e-6));
+    RLT_CHECK_EQ(e.n, 2);
+    RLT_CHECK(past_second_fire < e.t0 + 1.5); /* the grid point would be t0 + 3 s */
     rl_timer_invalidate(t);
+    rl_release(t);
+}
+
+RLT_TEST(timer_past_date_counts_as_now) {
+    double before = rl_time_now();
+    rl_timer_t *t = rl_timer_create(before - 100.0, 0, 0, tt_timer_cb, NULL);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) >= before);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, 1.0), 0);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) >= before);
     rl_release(t);
 }
 
@@ -239,14 +254,14 @@ RLT_TEST(timer_invalidate_other_due_timer_inside_callout) {
     rl_loop_t *loop = rl_loop_get_current();
     double now = rl_time_now();
     RLT_CHECK(tt_keepalive(DEF) != NULL);
-    rl_timer_t *b = tt_add_timer(DEF, now - 0.01, 0, 0, NULL, "B");
+    rl_timer_t *b = tt_add_timer(DEF, now + 0.03, 0, 0, NULL, "B");
     RLT_CHECK(b != NULL);
     rl_retain(b);
     rl_context_t c = { b, NULL, NULL };
-    rl_timer_t *a = rl_timer_create(now - 0.02, 0, 0, invalidate_other, &c);
+    rl_timer_t *a = rl_timer_create(now + 0.02, 0, 0, invalidate_other, &c);
     RLT_CHECK(a != NULL);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
-    tt_sleep(0.01);
+    tt_sleep(0.08); /* both due before the pass */
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     TT_EXPECT("A");
     RLT_CHECK(!rl_timer_is_valid(b));

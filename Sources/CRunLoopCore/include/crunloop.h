@@ -264,7 +264,8 @@ RL_API long rl_source_get_order(rl_source_t *source);
 
 /* ---- Timers -------------------------------------------------------------------------------- */
 
-/* A timer first due at fire_date (rl_time_now() scale; a past date fires at the next pass),
+/* A timer first due at fire_date (rl_time_now() scale; a date in the past counts as now, as in CF,
+ * so it fires at the next pass and a repeating timer's grid starts from its creation),
  * repeating every interval seconds when interval > 0, once when interval == 0. A repeating timer
  * that missed fire dates fires once and then keeps to its original grid (fire_date + k*interval),
  * skipping the missed points. NULL and EINVAL for a NaN or negative date or interval, or a NULL
@@ -282,8 +283,9 @@ RL_API bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *timer, const cha
 RL_API void rl_timer_invalidate(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
-/* Move the next fire date (also from inside the timer's own callout, where a date later than the
- * one being fired is kept instead of the next grid point). */
+/* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
+ * and a repeating timer's grid restarts there). Also from inside the timer's own callout, where
+ * a date later than the one being fired is kept instead of the next grid point. */
 RL_API int rl_timer_set_next_fire_date(rl_timer_t *timer, double fire_date);
 RL_API double rl_timer_get_interval(rl_timer_t *timer);
 RL_API bool rl_timer_does_repeat(rl_timer_t *timer);
