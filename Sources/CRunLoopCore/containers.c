@@ -12,7 +12,11 @@ void rl_ptrvec_init(rl_ptrvec *v) {
 }
 
 void rl_ptrvec_free(rl_ptrvec *v) {
-    if (v->items && v->items != v->inline_items) free(v->items);
+    if (v->items == v->inline_items) {
+        v->count = 0;
+        return;
+    }
+    free(v->items);
     rl_ptrvec_init(v);
 }
 

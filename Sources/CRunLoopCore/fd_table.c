@@ -123,6 +123,7 @@ void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *ev
 }
 
 void rl_fd_table_unpark(rl_loop_t *loop) {
+    if (!loop->fds.parked.count) return;
     while (loop->fds.parked.count) {
         rl_fd_watch *w = loop->fds.parked.items[loop->fds.parked.count - 1];
         (void)rl_fd_table_refresh(loop, w->fd); /* unparks it */

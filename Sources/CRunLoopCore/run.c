@@ -12,12 +12,14 @@
 #define RL_TIMEOUT_LIMIT 504911232.0
 #define RL_WAIT_BATCH 64
 
-static void push_frame(rl_loop_t *loop, rl_run_frame *run) {
-    pthread_mutex_lock(&loop->lock);
-    run->outer = loop->run;
-    loop->run = run;
-    rl_fd_table_unpark(loop);
-    pthread_mutex_unlock(&loop->lock);
+/* Observer and block phases with nothing to do cost a load each, not a call. */
+static inline void notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) {
+    if (atomic_load_explicit(&run->mode->observer_mask, memory_order_relaxed) & activity)
+        rl_observers_notify(loop, run, activity);
+}
+
+static inline void blocks(rl_loop_t *loop, rl_run_frame *run) {
+    if (atomic_load(&loop->blocks_hint)) rl_blocks_run(loop, run);
 }
 
 static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
@@ -137,19 +139,19 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         atomic_store(&loop->wake_state, 0);
         RL_COUNT(loop, passes, 1);
 
-        rl_observers_notify(loop, run, RL_BEFORE_TIMERS);
-        rl_observers_notify(loop, run, RL_BEFORE_SOURCES);
-        rl_blocks_run(loop, run);
+        notify(loop, run, RL_BEFORE_TIMERS);
+        notify(loop, run, RL_BEFORE_SOURCES);
+        blocks(loop, run);
         bool handled = rl_sources_perform_signalled(loop, run);
-        if (handled) rl_blocks_run(loop, run);
+        if (handled) blocks(loop, run);
 
         bool poll = handled || polling;
-        if (!poll) rl_observers_notify(loop, run, RL_BEFORE_WAITING);
+        if (!poll) notify(loop, run, RL_BEFORE_WAITING);
         rl_wait_event events[RL_WAIT_BATCH];
         int n = wait_for_events(loop, run, poll, events);
-        if (!poll) rl_observers_notify(loop, run, RL_AFTER_WAITING);
+        if (!poll) notify(loop, run, RL_AFTER_WAITING);
         handled |= dispatch(loop, run, events, n);
-        rl_blocks_run(loop, run);
+        blocks(loop, run);
 
         if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;
         if (polling || (run->deadline < INFINITY && rl_time_now() >= run->deadline)) return RL_RUN_TIMED_OUT;
@@ -166,13 +168,10 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     if (rc) return rc;
     if (rl_mode_name_is_common(name) || isnan(seconds)) return -EINVAL;
     rl_loop_t *loop = rl_loop_get_current();
-    pthread_mutex_lock(&loop->lock);
-    rl_mode *mode = rl_mode_find(loop, name, false);
-    bool empty = !mode || rl_mode_is_empty(mode);
-    pthread_mutex_unlock(&loop->lock);
-    if (empty) return RL_RUN_FINISHED;
-
-    rl_run_frame run = {.mode = mode, .stop_after_handle = return_after_source_handled};
+    /* Fields one by one: an initializer would zero the vectors' inline storage on every run. */
+    rl_run_frame run;
+    run.stop_after_handle = return_after_source_handled;
+    atomic_init(&run.stopped, false);
     rl_ptrvec_init(&run.ready);
     rl_ptrvec_init(&run.ready_events);
     rl_ptrvec_init(&run.notify);
@@ -180,10 +179,19 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     else if (seconds > RL_TIMEOUT_LIMIT) run.deadline = INFINITY;
     else run.deadline = rl_time_now() + seconds;
 
-    push_frame(loop, &run);
-    rl_observers_notify(loop, &run, RL_ENTRY);
+    pthread_mutex_lock(&loop->lock);
+    run.mode = rl_mode_find(loop, name, false);
+    if (!run.mode || rl_mode_is_empty(run.mode)) {
+        pthread_mutex_unlock(&loop->lock);
+        return RL_RUN_FINISHED;
+    }
+    run.outer = loop->run;
+    loop->run = &run;
+    rl_fd_table_unpark(loop);
+    pthread_mutex_unlock(&loop->lock);
+    notify(loop, &run, RL_ENTRY);
     int result = run_passes(loop, &run);
-    rl_observers_notify(loop, &run, RL_EXIT);
+    notify(loop, &run, RL_EXIT);
     pop_frame(loop, &run);
     return result;
 }
