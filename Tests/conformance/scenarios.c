@@ -1217,18 +1217,34 @@ static void sc_timer_signals_source(void)
     drop_source(s);
 }
 
-/* Timers created with a past fire date fire at the next pass; a repeating one then keeps its
- * grid (first -1.05 s, interval 0.2 s: fires now, at +0.15 and +0.35 in a 0.45 s run). */
+/* Timers created with a past fire date fire at the next pass. CF clamps a past date to the
+ * creation time, so a repeating one's grid starts there: first -1.0 s, interval 0.4 s fires at
+ * +0 and next at +0.4 (not at +0.2, the grid of the past date): once in a 0.3 s run. */
 static void sc_past_fire_date(void)
 {
     bk_loop loop = bk_current();
     int n = 0;
     bk_timer o = add_timer(loop, BK_DEFAULT, -1.0, 0, 0, timer_print, "ONESHOT(-1s)");
     run(BK_DEFAULT, 0.5, false);
-    bk_timer r = add_timer(loop, BK_DEFAULT, -1.05, 0.2, 0, timer_count, &n);
-    run(BK_DEFAULT, 0.45, false);
+    bk_source k = keeper(loop, BK_DEFAULT);
+    bk_timer r = add_timer(loop, BK_DEFAULT, -1.0, 0.4, 0, timer_count, &n);
+    run(BK_DEFAULT, 0.3, false);
     say("repeating timer fired %d times", n);
     drop_timer(o);
+    drop_timer(r);
+    drop_source(k);
+}
+
+/* Same with a past date set from outside on a repeating timer (interval 0.4 s, moved from
+ * +10 s to -1.0 s): fires at once, next at +0.4: once in a 0.3 s run. */
+static void sc_timer_set_past_date(void)
+{
+    bk_loop loop = bk_current();
+    int n = 0;
+    bk_timer r = add_timer(loop, BK_DEFAULT, 10, 0.4, 0, timer_count, &n);
+    bk_timer_set_next_fire_date(r, bk_now() - 1.0);
+    run(BK_DEFAULT, 0.3, false);
+    say("repeating timer fired %d times", n);
     drop_timer(r);
 }
 
@@ -1699,6 +1715,44 @@ static void sc_wakeup_in_timer_callout(void)
     drop_source(k);
 }
 
+static void timer_rearm_past(bk_timer t, void *info)
+{
+    int *n = info;
+    if (++*n == 1) {
+        say("timer R fire 1: setting its next fire date 1 s in the past");
+        bk_timer_set_next_fire_date(t, bk_now() - 1.0);
+    } else {
+        say("timer R fire %d", *n);
+    }
+}
+
+/* Inside its own callout, a repeating timer set to a past date, even earlier than the one
+ * being fired: CF clamps the date to now, which is later than the fired date, so it is kept:
+ * the timer fires again at once, then every 200ms from there (first +50ms, interval 200ms:
+ * fires at +50, ~+50 and ~+250 in a 0.35 s run). */
+static void sc_timer_rearm_earlier_in_callout(void)
+{
+    bk_loop loop = bk_current();
+    int n = 0;
+    bk_timer r = add_timer(loop, BK_DEFAULT, 0.05, 0.2, 0, timer_rearm_past, &n);
+    run(BK_DEFAULT, 0.35, false);
+    say("R fired %d times", n);
+    drop_timer(r);
+}
+
+/* Setting a repeating timer's next fire date from outside moves its grid (first +50ms,
+ * interval 300ms, moved to +150ms: fires at +150 and +450, so once in a 0.4 s run). */
+static void sc_timer_rearm_moves_grid(void)
+{
+    bk_loop loop = bk_current();
+    int n = 0;
+    bk_timer r = add_timer(loop, BK_DEFAULT, 0.05, 0.3, 0, timer_count, &n);
+    bk_timer_set_next_fire_date(r, bk_now() + 0.15);
+    run(BK_DEFAULT, 0.4, false);
+    say("R fired %d times", n);
+    drop_timer(r);
+}
+
 /* ================================ driver ==================================================== */
 
 struct scenario {
@@ -1775,6 +1829,9 @@ static const struct scenario scenarios[] = {
     SC(stop_in_exit_observer),
     SC(stop_in_before_timers),
     SC(wakeup_in_timer_callout),
+    SC(timer_rearm_earlier_in_callout),
+    SC(timer_rearm_moves_grid),
+    SC(timer_set_past_date),
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
@@ -1814,6 +1871,7 @@ static int run_scenario(const struct scenario *sc)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);  /* a crashing scenario keeps the lines it printed */
     if (argc > 1 && strcmp(argv[1], "--list") == 0) {
         for (size_t i = 0; i < NSCENARIOS; i++) printf("%s\n", scenarios[i].name);
         return 0;

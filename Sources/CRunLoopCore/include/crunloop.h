@@ -267,9 +267,9 @@ RL_API long rl_source_get_order(rl_source_t *source);
 /* A timer first due at fire_date (rl_time_now() scale; a date in the past counts as now, as in CF,
  * so it fires at the next pass and a repeating timer's grid starts from its creation),
  * repeating every interval seconds when interval > 0, once when interval == 0. A repeating timer
- * that missed fire dates fires once and then keeps to its original grid (fire_date + k*interval),
- * skipping the missed points. NULL and EINVAL for a NaN or negative date or interval, or a NULL
- * callback. */
+ * that missed fire dates while the loop was busy fires once and then keeps to its grid (the date
+ * it was last given, plus k * interval), skipping the missed points. NULL and EINVAL for a NaN or
+ * negative date or interval, or a NULL callback. */
 RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                                    rl_timer_callback_t callback, const rl_context_t *context);
 /* Add timer to mode of loop (retains it). A timer may be in several modes of one loop, never in
