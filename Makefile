@@ -171,6 +171,8 @@ test:
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan
 	$(MAKE) --no-print-directory check-tsan
+	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory bench-smoke
 
 # ---- Install -----------------------------------------------------------------------------------
 
@@ -234,6 +236,16 @@ FORCE:
 
 # ---- Benchmarks (benchmarks/README.md): builds the core -O2 into build/bench and runs them all --
 
-.PHONY: bench
+.PHONY: bench bench-smoke docs
 bench:
 	benchmarks/run $(BENCH_ARGS)
+
+# The benchmarks in their quick mode, so that they never rot: the C suite against every peer
+# found, and the Swift wrapper's cost next to the C API's.
+bench-smoke:
+	benchmarks/run --quick
+	$(SWIFT) run -c release swift-wrapper-bench --quick
+
+# DocC documentation of the Swift module RunLoop (warnings are errors).
+docs:
+	Scripts/build-docs.sh

@@ -5,6 +5,8 @@ let package = Package(
     name: "CRunLoop",
     products: [
         .library(name: "CRunLoopCore", targets: ["CRunLoopCore"]),
+        .library(name: "RunLoop", targets: ["RunLoop"]),
+        .executable(name: "swift-wrapper-bench", targets: ["SwiftWrapperBench"]),
     ],
     targets: [
         // The C core: a CFRunLoop-style event loop on epoll. Its manual is include/crunloop.h.
@@ -30,6 +32,39 @@ let package = Package(
             name: "CRunLoopCoreTests",
             dependencies: ["CRunLoopCoreSuite"],
             path: "Tests/CRunLoopCoreTests"
+        ),
+        // The Swift layer (issue 4): module RunLoop, wrapping the C core. Its manual is the DocC
+        // catalog Sources/RunLoop/RunLoop.docc (Scripts/build-docs.sh builds it).
+        .target(
+            name: "RunLoop",
+            dependencies: ["CRunLoopCore", "CRunLoopDispatchShim"],
+            path: "Sources/RunLoop"
+        ),
+        // Declarations of libdispatch's main-queue hooks for the Swift layer, kept out of the core.
+        .target(
+            name: "CRunLoopDispatchShim",
+            path: "Sources/CRunLoopDispatchShim",
+            publicHeadersPath: "include",
+            cSettings: [.define("_GNU_SOURCE")],
+            linkerSettings: [.linkedLibrary("dispatch")]
+        ),
+        // A process whose synchronous main runs Loop.main: the main-queue tests spawn it.
+        .executableTarget(
+            name: "MainQueueProbe",
+            dependencies: ["RunLoop"],
+            path: "Tests/MainQueueProbe"
+        ),
+        // Swift Testing tests of the Swift layer.
+        .testTarget(
+            name: "RunLoopTests",
+            dependencies: ["RunLoop", "MainQueueProbe"],
+            path: "Tests/RunLoopTests"
+        ),
+        // The wrapper-cost benchmark: `swift run -c release swift-wrapper-bench [--quick]`.
+        .executableTarget(
+            name: "SwiftWrapperBench",
+            dependencies: ["RunLoop", "CRunLoopCore"],
+            path: "benchmarks/swift"
         ),
     ],
     swiftLanguageModes: [.v6],

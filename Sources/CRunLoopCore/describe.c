@@ -96,8 +96,9 @@ char *rl_loop_copy_description(rl_loop_t *loop) {
         loop->common_timers.count, loop->common_observers.count);
     size_t blocks = 0;
     for (rl_block *b = loop->blocks_head; b; b = b->next) blocks++;
-    put(&o, "  queued blocks: %zu, signalled sources queued: %zu, timerfd armed at %.6f\n", blocks,
-        loop->signalled.count, loop->wait.armed);
+    put(&o, "  queued blocks: %zu, signalled sources waiting for their mode: %zu%s, timerfd armed at %.6f\n",
+        blocks, loop->deferred.count, atomic_load(&loop->signalled) ? " (more just signalled)" : "",
+        loop->wait.armed);
     for (size_t i = 0; i < loop->modes.count; i++) describe_mode(&o, loop, loop->modes.items[i], now);
     put(&o, "  counters: passes %llu, waits %llu, wakeups %llu, wakeup writes %llu, timers fired %llu, "
             "sources performed %llu, time waiting %.6f s, time in callouts %.6f s\n}\n",

@@ -47,7 +47,10 @@ static void unpark_one(rl_loop_t *loop, rl_fd_watch *w) {
 
 static int apply(rl_loop_t *loop, rl_fd_watch *w, bool wanted, unsigned events) {
     if (!wanted) {
-        if (w->in_set) rl_wait_unwatch(&loop->wait, w->fd);
+        if (w->in_set) {
+            rl_wait_unwatch(&loop->wait, w->fd);
+            loop->fds.in_set--;
+        }
         w->in_set = false;
         w->registered = 0;
         return 0;
@@ -57,6 +60,7 @@ static int apply(rl_loop_t *loop, rl_fd_watch *w, bool wanted, unsigned events) 
     if (add) w->gen = ++loop->fds.next_gen ? loop->fds.next_gen : ++loop->fds.next_gen;
     int rc = rl_wait_watch(&loop->wait, w->fd, events, w->gen, add);
     if (rc) return rc;
+    if (add) loop->fds.in_set++;
     w->in_set = true;
     w->registered = events;
     return 0;

@@ -3,7 +3,7 @@
  *
  * Locks, and who may touch what:
  *   loop->lock      guards the loop's modes, their item sets and heaps, the common-item sets,
- *                   the block queue, the signalled-source queue, the fd table, the run stack and
+ *                   the block queue, the deferred signalled sources, the fd table, the run stack and
  *                   every field of an item that its owning loop reads (timer keys, observer and
  *                   source membership lists). Never held across a callout.
  *   source->lock    guards source->links (which loops hold the source). Order: source->lock, then
@@ -88,13 +88,20 @@ RL_HIDDEN int rl_common_modes(rl_loop_t *loop, rl_ptrvec *out);
 
 /* ---- Sources (source.c) ---- */
 
-/* One loop holding a source: how many of its modes do, and whether it sits in the loop's
- * signalled queue. nmodes and queued are under loop->lock; the link list under source->lock. */
+/* One loop holding a source: how many of its modes do (under loop->lock), and whether it is
+ * queued for the loop (state). Signallers push links onto the loop's lock-free stack holding
+ * only the source's lock; the loop drains the stack with one exchange. A link removed while
+ * queued is marked DEAD and freed by the loop when it meets it, else freed at once: the side
+ * that sees the other's bit frees it. QUEUED is set under source->lock and cleared under
+ * loop->lock; DEAD is set under both. */
+enum { RL_LINK_QUEUED = 1u, RL_LINK_DEAD = 2u };
+
 typedef struct rl_link {
     rl_source_t *source;
     rl_loop_t *loop;
     unsigned nmodes;
-    bool queued;
+    atomic_uint state;
+    struct rl_link *next; /* in the loop's signalled stack */
 } rl_link;
 
 struct rl_source {
@@ -105,8 +112,10 @@ struct rl_source {
     atomic_uint events;        /* version 1 */
     rl_fd_callback_t callback; /* version 1 */
     rl_source_context_t context;
-    atomic_bool signalled;
     atomic_bool valid;
+    /* What a signalling thread touches, on a cache line apart from the reference count (which
+     * the loop writes when it performs the source). */
+    _Alignas(64) atomic_bool signalled;
     pthread_mutex_t lock;
     rl_ptrvec links;           /* rl_link* */
 };
@@ -193,6 +202,7 @@ typedef struct {
     rl_fd_watch **watches; /* indexed by fd */
     size_t size;
     rl_ptrvec parked;      /* rl_fd_watch* narrowed to a mode */
+    size_t in_set;         /* how many fds the epoll set watches */
     uint32_t next_gen;
 } rl_fd_table;
 
@@ -241,17 +251,20 @@ struct rl_loop {
     rl_mode *default_mode;
     rl_ptrset common_sources, common_timers, common_observers;
     rl_run_frame *run;           /* innermost run, NULL when not running */
-    rl_ptrvec signalled;         /* rl_link* queued by rl_source_signal */
+    rl_ptrvec deferred;          /* rl_link* signalled but not in the running mode (loop lock) */
     rl_block *blocks_head, *blocks_tail;
-    /* Mirrors of signalled.count and of the number of queued blocks, written under the lock and
-     * read without it, so that a pass with nothing queued takes no lock for them. The writers
-     * store them (seq_cst) before they wake the loop, and a pass reads them after it clears the
-     * wake state, so a queued item is never missed (see rl_loop_wakeup). */
-    atomic_size_t signalled_hint, blocks_hint;
     rl_fd_table fds;
     rl_wait wait;
-    atomic_uint wake_state;
     uint64_t timer_seq;
+    /* What other threads write to signal or wake the loop, on one cache line of its own, so a
+     * signal and its wakeup move one line between cores, and loop-only writes never evict it. */
+    _Alignas(64) atomic_uint wake_state;
+    _Atomic(rl_link *) signalled; /* stack of links pushed by rl_source_signal */
+    /* The number of queued blocks, written under the lock and read without it, so that a pass
+     * with nothing queued takes no lock for them. Writers store it (seq_cst) before they wake the
+     * loop, and a pass reads it after it clears the wake state, so a block is never missed. */
+    atomic_size_t blocks_hint;
+    _Alignas(64) bool was_busy;  /* the last pass handled a source (loop thread only) */
     rl_counters counters;
 };
 
@@ -274,16 +287,14 @@ RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
 RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
-/* Refresh the hints after a change to the signalled queue or the block queue. loop locked. */
+/* Refresh the block hint after a change to the block queue. loop locked. */
 static inline void rl_loop_sync_hints(rl_loop_t *loop) {
     size_t blocks = 0;
     for (const struct rl_block *b = loop->blocks_head; b; b = b->next) blocks++;
     atomic_store(&loop->blocks_hint, blocks);
-    atomic_store(&loop->signalled_hint, loop->signalled.count);
 }
-static inline void rl_loop_sync_signalled_hint(rl_loop_t *loop) {
-    atomic_store(&loop->signalled_hint, loop->signalled.count);
-}
+/* Free the links of a loop being destroyed that are still queued (all dead by then). */
+RL_HIDDEN void rl_links_free_queued(rl_loop_t *loop);
 RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
 /* Remove a loop's items (thread exit) and mark it dead. */
 RL_HIDDEN void rl_loop_teardown(rl_loop_t *loop);

@@ -22,12 +22,13 @@ static pthread_key_t exit_key;
 static bool on_main_thread(void) { return gettid() == getpid(); }
 
 static rl_loop_t *loop_create(void) {
-    rl_loop_t *loop = calloc(1, sizeof *loop);
+    rl_loop_t *loop = aligned_alloc(_Alignof(rl_loop_t), sizeof *loop);
     if (!loop) return NULL;
+    memset(loop, 0, sizeof *loop);
     rl_object_init(&loop->obj, RL_TYPE_LOOP);
     pthread_mutex_init(&loop->lock, NULL);
     rl_ptrvec_init(&loop->modes);
-    rl_ptrvec_init(&loop->signalled);
+    rl_ptrvec_init(&loop->deferred);
     rl_ptrvec_init(&loop->fds.parked);
     if (rl_wait_init(&loop->wait) < 0 || !(loop->default_mode = rl_mode_find(loop, RL_DEFAULT_MODE, true))) {
         rl_wait_destroy(&loop->wait);
@@ -298,7 +299,7 @@ void rl_loop_destroy(rl_loop_t *loop) {
     rl_loop_teardown(loop); /* a loop never bound to a thread may still hold items */
     for (size_t i = 0; i < loop->modes.count; i++) rl_mode_free(loop->modes.items[i]);
     rl_ptrvec_free(&loop->modes);
-    rl_ptrvec_free(&loop->signalled);
+    rl_links_free_queued(loop);
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);

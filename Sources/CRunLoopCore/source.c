@@ -11,13 +11,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 static rl_source_t *source_new(long order) {
-    rl_source_t *s = calloc(1, sizeof *s);
+    rl_source_t *s = aligned_alloc(_Alignof(rl_source_t), sizeof *s);
     if (!s) {
         errno = ENOMEM;
         return NULL;
     }
+    memset(s, 0, sizeof *s);
     rl_object_init(&s->obj, RL_TYPE_SOURCE);
     s->order = order;
     s->fd = -1;
@@ -79,11 +81,29 @@ static rl_link *link_for(rl_source_t *s, rl_loop_t *loop) {
     return NULL;
 }
 
-/* Queue the link on its loop's signalled queue. source and loop locked. */
+/* Queue the link for its loop, once. source locked (the loop need not be). */
 static void enqueue(rl_link *l) {
-    if (l->queued) return;
-    if (rl_ptrvec_push(&l->loop->signalled, l) == 0) l->queued = true;
-    rl_loop_sync_signalled_hint(l->loop);
+    if (atomic_fetch_or(&l->state, RL_LINK_QUEUED) & RL_LINK_QUEUED) return;
+    rl_link *head = atomic_load_explicit(&l->loop->signalled, memory_order_relaxed);
+    do l->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&l->loop->signalled, &head, l, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Unlink l from its source for good. source and loop locked. */
+static void unlink_link(rl_source_t *s, rl_link *l) {
+    rl_ptrvec_remove(&s->links, l);
+    if (!(atomic_fetch_or(&l->state, RL_LINK_DEAD) & RL_LINK_QUEUED)) free(l);
+    /* else the loop frees it when it drains or scans its queue */
+}
+
+void rl_links_free_queued(rl_loop_t *loop) {
+    for (rl_link *l = atomic_exchange(&loop->signalled, NULL), *next; l; l = next) {
+        next = l->next;
+        free(l); /* dead: teardown removed every source */
+    }
+    for (size_t i = 0; i < loop->deferred.count; i++) free(loop->deferred.items[i]);
+    rl_ptrvec_free(&loop->deferred);
 }
 
 static void schedule_callout(rl_source_t *s, bool cancel, rl_loop_t *loop, const char *mode) {
@@ -161,12 +181,7 @@ static int remove_from_mode(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_link *l = link_for(s, loop);
     if (l && --l->nmodes == 0) {
         if (s->version == 1) rl_fd_table_detach(loop, s);
-        if (l->queued) {
-            rl_ptrvec_remove(&loop->signalled, l);
-            rl_loop_sync_signalled_hint(loop);
-        }
-        rl_ptrvec_remove(&s->links, l);
-        free(l);
+        unlink_link(s, l);
     }
     pthread_mutex_unlock(&loop->lock);
     pthread_mutex_unlock(&s->lock);
@@ -266,14 +281,11 @@ unsigned rl_source_get_fd_events(rl_source_t *s) { return s ? atomic_load(&s->ev
 
 void rl_source_signal(rl_source_t *s) {
     if (!s || s->version != 0) return;
-    if (atomic_exchange(&s->signalled, true)) return; /* coalesced with a pending signal */
+    /* Coalesced with a pending signal. An exchange, not a load first: an RMW reads the latest
+     * value, so a signal can never be taken for one the loop has already consumed. */
+    if (atomic_exchange(&s->signalled, true)) return;
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->links.count; i++) {
-        rl_link *l = s->links.items[i];
-        pthread_mutex_lock(&l->loop->lock);
-        enqueue(l);
-        pthread_mutex_unlock(&l->loop->lock);
-    }
+    for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -305,31 +317,48 @@ static int by_order(const void *a, const void *b) {
 /* Put a collected but unperformed source back on the queues (it stays signalled). */
 static void requeue(rl_source_t *s) {
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->links.count; i++) {
-        rl_link *l = s->links.items[i];
-        pthread_mutex_lock(&l->loop->lock);
-        enqueue(l);
-        pthread_mutex_unlock(&l->loop->lock);
-    }
+    for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Look at one queued link: take its source if it is in the running mode, keep it deferred if
+ * not, free it if it died. loop locked (so no link dies and no source leaves meanwhile). */
+static void sort_link(rl_loop_t *loop, rl_run_frame *run, rl_link *l, rl_ptrvec *ready, rl_ptrvec *keep) {
+    if (atomic_load(&l->state) & RL_LINK_DEAD) {
+        free(l);
+    } else if (rl_ptrset_contains(&run->mode->sources, l->source) && rl_ptrvec_push(ready, l->source) == 0) {
+        rl_retain(l->source);
+        atomic_fetch_and(&l->state, ~RL_LINK_QUEUED);
+    } else if (rl_ptrvec_push(keep, l)) {
+        atomic_fetch_and(&l->state, ~RL_LINK_QUEUED); /* out of memory: dropped, still signalled */
+    }
+    (void)loop;
 }
 
 bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ptrvec *ready = &run->ready;
     ready->count = 0;
-    if (!atomic_load(&loop->signalled_hint)) return false;
-    pthread_mutex_lock(&loop->lock);
-    for (size_t i = 0; i < loop->signalled.count;) {
-        rl_link *l = loop->signalled.items[i];
-        if (rl_ptrset_contains(&run->mode->sources, l->source) && rl_ptrvec_push(ready, l->source) == 0) {
-            rl_retain(l->source);
-            l->queued = false;
-            rl_ptrvec_remove_at(&loop->signalled, i);
-        } else {
-            i++;
-        }
+    if (!loop->deferred.count && !atomic_load(&loop->signalled)) return false;
+    rl_link *pushed = atomic_exchange_explicit(&loop->signalled, NULL, memory_order_acquire);
+    /* The stack is newest first: reverse it, so sources of equal order go in signalling order. */
+    rl_link *fifo = NULL;
+    while (pushed) {
+        rl_link *next = pushed->next;
+        pushed->next = fifo;
+        fifo = pushed;
+        pushed = next;
     }
-    rl_loop_sync_signalled_hint(loop);
+    pthread_mutex_lock(&loop->lock);
+    rl_ptrvec keep;
+    rl_ptrvec_init(&keep);
+    for (size_t i = 0; i < loop->deferred.count; i++) sort_link(loop, run, loop->deferred.items[i], ready, &keep);
+    for (rl_link *l = fifo, *next; l; l = next) {
+        next = l->next;
+        sort_link(loop, run, l, ready, &keep);
+    }
+    rl_ptrvec_free(&loop->deferred);
+    loop->deferred = keep;
+    if (keep.items == keep.inline_items) loop->deferred.items = loop->deferred.inline_items;
     pthread_mutex_unlock(&loop->lock);
     if (ready->count == 0) return false;
     if (ready->count > 1) {

@@ -44,7 +44,9 @@ private func fileDescriptorCallout(
 public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
     /// Readiness of a file descriptor.
     public struct Events: OptionSet, Hashable, Sendable {
+        /// The C core's bit mask of the events.
         public let rawValue: UInt32
+        /// The events of a C core bit mask.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         /// Data can be read (or the peer closed).
         public static let readable = Events(rawValue: UInt32(RL_FD_READABLE))

@@ -1,6 +1,5 @@
 internal import CRunLoopCore
 import Glibc
-import Synchronization
 
 /// How a run of a loop ended.
 public enum LoopRunResult: Hashable, Sendable {
@@ -210,7 +209,9 @@ public final class Loop: Hashable, CustomStringConvertible {
         return String(cString: text)
     }
 
+    /// Whether two values refer to the same loop. Any thread.
     public static func == (lhs: Loop, rhs: Loop) -> Bool { lhs.raw == rhs.raw }
+    /// Hashes the loop's identity. Any thread.
     public func hash(into hasher: inout Hasher) { hasher.combine(raw) }
 }
 
@@ -237,7 +238,7 @@ final class PerformBox: Sendable {
 ///
 /// `@unchecked Sendable`: `raw` is an immutable pointer used only with thread-safe C functions
 /// (`rl_loop_perform`, `rl_observer_*`, `rl_loop_add/remove_observer`), and all mutable state is
-/// in a `Mutex`.
+/// in a `Locked` (a pthread mutex).
 final class LoopState: @unchecked Sendable {
     struct Pending {
         var dead = false
@@ -245,13 +246,13 @@ final class LoopState: @unchecked Sendable {
     }
 
     let raw: OpaquePointer
-    let pending = Mutex(Pending())
+    let pending = Locked(Pending())
 
     private init(raw: OpaquePointer) { self.raw = raw }
 
     /// The loops with Swift state, by address. An entry goes at the loop's teardown, before the
     /// address can be reused.
-    private static let registry = Mutex<[UInt: LoopState]>([:])
+    private static let registry = Locked<[UInt: LoopState]>([:])
 
     /// The state of loop `raw`, made (with its sentinel) on first use. Any thread.
     static func of(_ raw: OpaquePointer) -> LoopState {

@@ -1,5 +1,4 @@
 internal import CRunLoopCore
-import Synchronization
 
 /// One wait's state: the continuation, the source, and whether it was cancelled first.
 private final class ReadinessWait: Sendable {
@@ -10,7 +9,7 @@ private final class ReadinessWait: Sendable {
         var done = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Installs the continuation; false when the wait was already cancelled (it is resumed).
     func start(_ continuation: CheckedContinuation<FileDescriptorSource.Events, any Error>) -> Bool {

@@ -48,9 +48,11 @@ public struct LoopHandle: Hashable, Sendable {
         rl_loop_wakeup(reference.raw)
     }
 
+    /// Whether two handles refer to the same loop.
     public static func == (lhs: LoopHandle, rhs: LoopHandle) -> Bool {
         lhs.reference.raw == rhs.reference.raw
     }
 
+    /// Hashes the loop's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(reference.raw) }
 }

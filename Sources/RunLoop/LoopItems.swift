@@ -73,7 +73,7 @@ extension Loop {
     }
 
     /// Makes a timer due at `fireDate` and adds it to `modes`; see
-    /// ``LoopTimer/init(fireAt:repeatingEvery:tolerance:order:_:)``. Any thread.
+    /// ``LoopTimer/init(fireAt:repeatingEvery:tolerance:order:_:)-(LoopInstant,_,_,_,_)``. Any thread.
     @discardableResult
     public func schedule(
         at fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
@@ -123,7 +123,7 @@ extension Loop {
     }
 
     /// Adds a file descriptor source to `mode`; takes effect in a running loop without a
-    /// wakeup. Any thread. Errors as for ``add(_:forMode:)-source``, plus system errors of
+    /// wakeup. Any thread. Errors as for `add(_:forMode:)` for sources, plus system errors of
     /// `epoll_ctl`.
     public func add(_ source: FileDescriptorSource, forMode mode: LoopMode) throws(LoopError) {
         try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })

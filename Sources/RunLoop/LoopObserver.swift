@@ -39,7 +39,9 @@ private func observerCallout(_ observer: OpaquePointer?, _ activity: UInt32, _ i
 public final class LoopObserver: LoopItem, @unchecked Sendable {
     /// Stages of a run and of its passes.
     public struct Activity: OptionSet, Hashable, Sendable {
+        /// The C core's bit mask of the activities.
         public let rawValue: UInt32
+        /// The activities of a C core bit mask.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         /// A run begins.
         public static let entry = Activity(rawValue: UInt32(RL_ENTRY))

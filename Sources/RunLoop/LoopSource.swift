@@ -23,7 +23,7 @@ private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
 
 /// A version-0 source: a closure the loop performs once at its next pass after ``signal()``.
 ///
-/// Add it to one or more modes of one or more loops (``Loop/add(_:forMode:)-source``); signal it
+/// Add it to one or more modes of one or more loops (`Loop.add(_:forMode:)`); signal it
 /// from any thread, then wake the loop (``signal(waking:)`` does both). However often it is
 /// signalled before the loop gets to it, it is performed once. Sources are performed in
 /// ascending ``order``. A source in a mode keeps the mode from being empty.

@@ -14,6 +14,7 @@ extension Duration {
 /// was suspended, so its instants are not fire dates: ``init(_:)`` converts one by its offset
 /// from now. Values may be used on any thread.
 public struct LoopInstant: InstantProtocol, Hashable, Sendable, CustomStringConvertible {
+    /// Durations between instants are Swift's `Duration`.
     public typealias Duration = Swift.Duration
 
     /// Seconds on `CLOCK_MONOTONIC`, as the C core's `rl_time_now()` returns them.
@@ -32,14 +33,17 @@ public struct LoopInstant: InstantProtocol, Hashable, Sendable, CustomStringConv
     /// The current time on the loop's clock. Any thread.
     public static var now: LoopInstant { LoopInstant(monotonicSeconds: rl_time_now()) }
 
+    /// The instant `duration` later (earlier for a negative duration).
     public func advanced(by duration: Swift.Duration) -> LoopInstant {
         LoopInstant(monotonicSeconds: monotonicSeconds + duration.loopSeconds)
     }
 
+    /// The duration from this instant to `other`.
     public func duration(to other: LoopInstant) -> Swift.Duration {
         .seconds(other.monotonicSeconds - monotonicSeconds)
     }
 
+    /// Whether `lhs` is earlier than `rhs`.
     public static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool {
         lhs.monotonicSeconds < rhs.monotonicSeconds
     }
@@ -53,6 +57,7 @@ public struct LoopInstant: InstantProtocol, Hashable, Sendable, CustomStringConv
 /// Usable from any thread and from async code; ``sleep(until:tolerance:)`` sleeps with Swift
 /// concurrency's own timer, converting the deadline by its offset from now.
 public struct LoopClock: Clock, Sendable {
+    /// The clock's instants.
     public typealias Instant = LoopInstant
 
     /// A clock value (all are equal).

@@ -22,7 +22,7 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
 ///
-/// Create it, then add it to one loop in one or several modes (``Loop/add(_:forMode:)-timer``),
+/// Create it, then add it to one loop in one or several modes (`Loop.add(_:forMode:)`),
 /// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
 /// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
 /// a timer whose closure uses its timer leaks nothing. A one-shot timer is invalidated after its
@@ -78,7 +78,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
         }
     }
 
-    /// A timer first due `delay` from now (see ``init(fireAt:repeatingEvery:tolerance:order:_:)``).
+    /// A timer first due `delay` from now (see ``init(fireAt:repeatingEvery:tolerance:order:_:)-(LoopInstant,_,_,_,_)``).
     public convenience init(
         after delay: Duration, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,

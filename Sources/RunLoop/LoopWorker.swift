@@ -32,7 +32,7 @@ public final class LoopWorker: Sendable {
         var shutDown = false
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let control: WorkerControl
 
     /// Starts the thread (named `name`, at most 15 bytes kept) and waits until its loop exists.
@@ -53,7 +53,7 @@ public final class LoopWorker: Sendable {
         self.control = control
         self.loop = loop
         self.executor = LoopExecutor(loop: loop)
-        self.state = Mutex(State(thread: thread))
+        self.state = Locked(State(thread: thread))
     }
 
     deinit { shutDown() }
@@ -64,12 +64,19 @@ public final class LoopWorker: Sendable {
     /// Queues `work` to run on the worker's thread after the work submitted before it, and wakes
     /// the worker. Any thread. Throws ``LoopError/workerShutDown`` after ``shutDown()``.
     public func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
-        guard !state.withLock({ $0.shutDown }) else { throw .workerShutDown }
-        do {
-            try loop.perform(in: .common, work)
-        } catch .invalidArgument {
-            throw .workerShutDown
+        // Queued under the state lock, so that all work accepted is queued before the stop
+        // that shutDown() queues after setting the flag: accepted work always runs.
+        let loop = self.loop
+        let result: Result<Void, LoopError> = state.withLock { state in
+            if state.shutDown { return .failure(.workerShutDown) }
+            do throws(LoopError) {
+                try loop.perform(in: .common, work)
+                return .success(())
+            } catch {
+                return .failure(error == .invalidArgument ? .workerShutDown : error)
+            }
         }
+        try result.get()
     }
 
     /// Stops the worker after the work submitted so far has run, and waits for its thread to
@@ -105,7 +112,7 @@ final class WorkerControl: Sendable {
     let name: String
     let exitRequested = Atomic<Bool>(false)
     /// The loop, published once by the worker's thread.
-    private let published = Mutex<LoopHandle?>(nil)
+    private let published = Locked<LoopHandle?>(nil)
     private let ready = Atomic<Bool>(false)
 
     init(name: String) { self.name = name }

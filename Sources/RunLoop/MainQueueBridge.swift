@@ -1,12 +1,11 @@
 internal import CRunLoopCore
 internal import CRunLoopDispatchShim
-import Synchronization
 
 /// Services the main dispatch queue from the main thread's loop, as CoreFoundation does on Linux:
 /// a file descriptor source on libdispatch's main-queue eventfd, in the main loop's common modes.
 enum MainQueueBridge {
     /// The bridge's source once installed (kept for the life of the process).
-    private static let source = Mutex<FileDescriptorSource?>(nil)
+    private static let source = Locked<FileDescriptorSource?>(nil)
 
     /// Installs the bridge on the main loop; the first call on the main thread does the work.
     static func install(on loop: Loop) {

@@ -1,0 +1,199 @@
+import Glibc
+import RunLoop
+import Synchronization
+import Testing
+
+/// An actor pinned to a loop's thread.
+actor Pinned {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    private(set) var log: [Int] = []
+    private(set) var offThread = 0
+
+    init(executor: LoopExecutor) { self.executor = executor }
+
+    func record(_ value: Int) {
+        if !executor.loop.isCurrent { offThread += 1 }
+        log.append(value)
+    }
+}
+
+@Suite("Threads and concurrency", .serialized)
+struct ConcurrencyTests {
+    @Test func workerRunsWorkInOrderOnItsThread() throws {
+        let worker = try LoopWorker(name: "test-worker")
+        let log = Log<Int>()
+        let onWorker = Counter()
+        for i in 0..<100 {
+            try worker.submit {
+                if worker.isCurrent { onWorker.increment() }
+                log.append(i)
+            }
+        }
+        worker.shutDown()
+        #expect(log.all == Array(0..<100))
+        #expect(onWorker.count == 100)
+        #expect(throws: LoopError.workerShutDown) { try worker.submit {} }
+        worker.shutDown()  // again: nothing
+    }
+
+    @Test func workerFromManyThreadsAndTimers() throws {
+        let worker = try LoopWorker()
+        let count = Counter()
+        let threads = (0..<4).map { _ in
+            Thread0 {
+                for _ in 0..<50 { try? worker.submit { count.increment() } }
+            }
+        }
+        threads.forEach { $0.join() }
+        let fired = Counter()
+        try worker.submit {
+            _ = try? Loop.current.schedule(after: .milliseconds(1)) { _ in fired.increment() }
+        }
+        #expect(eventually { fired.count == 1 })
+        worker.shutDown()
+        #expect(count.count == 200)
+    }
+
+    @Test func workerShutDownFromItsOwnThread() throws {
+        let worker = try LoopWorker()
+        let done = Counter()
+        try worker.submit {
+            worker.shutDown()
+            done.increment()
+        }
+        #expect(eventually { done.count == 1 })
+        #expect(throws: LoopError.workerShutDown) { try worker.submit {} }
+    }
+
+    @Test func workerDeinitShutsDown() throws {
+        let deinits = Counter()
+        let ran = Counter()
+        var worker: LoopWorker? = try LoopWorker()
+        try worker!.submit { [t = Tracked(deinits)] in t.touch(); usleep(10_000); ran.increment() }
+        worker = nil  // deinit: shuts down after the submitted work, joins the thread
+        #expect(ran.count == 1)
+        #expect(deinits.count == 1)
+    }
+
+    @Test func executorRunsActorJobsOnTheLoopThreadInOrder() async throws {
+        let worker = try LoopWorker(name: "actor-loop")
+        defer { worker.shutDown() }
+        let actor = Pinned(executor: worker.executor)
+        for i in 0..<50 { await actor.record(i) }
+        #expect(await actor.log == Array(0..<50))
+        #expect(await actor.offThread == 0)
+        // Jobs interleave with the loop's own timers.
+        let fired = Counter()
+        try worker.loop.perform {
+            _ = try? Loop.current.schedule(after: .zero) { _ in fired.increment() }
+        }
+        await actor.record(50)
+        #expect(eventually { fired.count == 1 })
+    }
+
+    @Test func executorOnAThreadRunningItsOwnLoop() async throws {
+        // A test thread that runs its own loop in the default mode; an actor pinned to it.
+        let ready = PLock<LoopHandle?>(nil)
+        let finished = Counter()
+        let runner = Thread0 {
+            let loop = Loop.current
+            let keep = LoopSource { _ in }
+            try? loop.add(keep, forMode: .default)
+            ready.withLock { $0 = loop.handle }
+            _ = try? loop.run()
+            keep.invalidate()
+            finished.increment()
+        }
+        var handle: LoopHandle?
+        #expect(eventually { handle = ready.withLock { $0 }; return handle != nil })
+        let actor = Pinned(executor: LoopExecutor(loop: handle!))
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<20 { group.addTask { await actor.record(i) } }
+        }
+        #expect(await actor.log.sorted() == Array(0..<20))
+        #expect(await actor.offThread == 0)
+        handle!.stop()
+        runner.join()
+        #expect(finished.count == 1)
+    }
+
+    @Test func waitUntilReadable() async throws {
+        let worker = try LoopWorker()
+        defer { worker.shutDown() }
+        let pipe = Pipe()
+        let writer = Thread0 {
+            usleep(20_000)
+            pipe.send()
+        }
+        let ready = try await worker.loop.wait(on: pipe.read)
+        writer.join()
+        #expect(ready.contains(.readable))
+        pipe.drain()
+    }
+
+    @Test func cancellingAReadableWaitInvalidatesItsSource() async throws {
+        let worker = try LoopWorker()
+        defer { worker.shutDown() }
+        let pipe = Pipe()
+        let handle = worker.loop
+        let task = Task {
+            try await handle.wait(on: pipe.read)
+        }
+        #expect(eventually { handle.loop.description.contains("fd \(pipe.read) ") })
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(eventually { !handle.loop.description.contains("fd \(pipe.read) ") })
+        // Cancelled before it starts: throws at once.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await handle.wait(on: pipe.read)
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+    }
+
+    @Test func timerTicks() async throws {
+        let worker = try LoopWorker()
+        defer { worker.shutDown() }
+        let handle = worker.loop
+        var seen: [LoopInstant] = []
+        for await tick in try handle.ticks(every: .milliseconds(5)) {
+            seen.append(tick)
+            if seen.count == 3 { break }
+        }
+        #expect(seen.count == 3)
+        #expect(seen == seen.sorted())
+        // Leaving the loop invalidated the timer.
+        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+    }
+
+    @Test func cancellingTickIterationInvalidatesTheTimer() async throws {
+        let worker = try LoopWorker()
+        defer { worker.shutDown() }
+        let handle = worker.loop
+        let started = Counter()
+        let task = Task {
+            for await _ in try handle.ticks(every: .milliseconds(2)) { started.increment() }
+        }
+        #expect(eventually { started.count >= 2 })
+        task.cancel()
+        try await task.value
+        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+    }
+
+    @Test func handleOperationsFromOtherThreads() async throws {
+        let worker = try LoopWorker()
+        defer { worker.shutDown() }
+        let handle = worker.loop
+        let performed = Counter()
+        let source = LoopSource { _ in performed.increment() }
+        try handle.loop.add(source, forMode: .default)
+        let threads = (0..<3).map { _ in Thread0 { handle.signal(source); handle.wakeUp() } }
+        threads.forEach { $0.join() }
+        #expect(eventually { performed.count >= 1 })
+        let ran = Counter()
+        try handle.perform { ran.increment() }
+        #expect(eventually { ran.count == 1 })
+        source.invalidate()
+    }
+}

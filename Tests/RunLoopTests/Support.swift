@@ -1,0 +1,137 @@
+import Glibc
+import RunLoop
+import Synchronization
+import Testing
+
+/// Runs `body` on a new thread of its own (so with a fresh current loop) and returns its result
+/// once that thread has exited (so its loop has been torn down), without blocking a Swift
+/// concurrency thread meanwhile.
+@discardableResult
+func onNewThread<T: Sendable>(
+    _ body: @escaping @Sendable () throws -> T
+) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        // A joiner thread starts the test's thread, joins it, then resumes the task.
+        let joiner = Thread0 {
+            let result = PLock<Result<T, any Error>?>(nil)
+            let thread = Thread0 { result.withLock { $0 = Result { try body() } } }
+            thread.join()
+            continuation.resume(with: result.withLock { $0! })
+        }
+        joiner.detach()
+    }
+}
+
+/// A plain joinable thread.
+final class Thread0: Sendable {
+    private let thread: pthread_t
+    init(_ body: @escaping @Sendable () -> Void) {
+        var thread = pthread_t()
+        let arg = Unmanaged.passRetained(ThreadStart(body)).toOpaque()
+        precondition(pthread_create(&thread, nil, { arg in
+            Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue().body()
+            return nil
+        }, arg) == 0)
+        self.thread = thread
+    }
+    func join() { pthread_join(thread, nil) }
+    func detach() { pthread_detach(thread) }
+}
+
+final class ThreadStart: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+/// A thread-safe counter.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    init() {}
+    @discardableResult
+    func increment() -> Int { value.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue }
+    var count: Int { value.load(ordering: .sequentiallyConsistent) }
+}
+
+/// A value guarded by a pthread mutex (which ThreadSanitizer understands, unlike the futex of
+/// Synchronization.Mutex).
+final class PLock<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only accessed in withLock, with the mutex held.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+    init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
+
+/// A thread-safe list of events.
+final class Log<T: Sendable>: Sendable {
+    private let items = PLock<[T]>([])
+    init() {}
+    func append(_ item: T) { items.withLock { $0.append(item) } }
+    var all: [T] { items.withLock { $0 } }
+}
+
+/// An object that counts its deinits: capture it in a closure to see when the closure goes.
+final class Tracked: Sendable {
+    let deinits: Counter
+    init(_ deinits: Counter) { self.deinits = deinits }
+    func touch() {}
+    deinit { deinits.increment() }
+}
+
+/// Polls `condition` for up to `seconds` (wide margins for a noisy machine).
+func eventually(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = LoopInstant.now.advanced(by: .seconds(seconds))
+    while LoopInstant.now < deadline {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
+
+/// Runs the current loop in `mode` until `condition` holds or `seconds` pass.
+func runUntil(
+    _ loop: Loop, mode: LoopMode = .default, seconds: Double = 10, _ condition: () -> Bool
+) throws -> Bool {
+    let deadline = LoopInstant.now.advanced(by: .seconds(seconds))
+    while !condition() && LoopInstant.now < deadline {
+        try loop.run(mode: mode, for: .milliseconds(20))
+    }
+    return condition()
+}
+
+/// A pipe, closed when the value goes.
+final class Pipe: Sendable {
+    let read: Int32
+    let write: Int32
+    init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0)
+        read = fds[0]
+        write = fds[1]
+    }
+    func send(_ byte: UInt8 = 1) {
+        var b = byte
+        _ = Glibc.write(write, &b, 1)
+    }
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        _ = Glibc.read(read, &buffer, buffer.count)
+    }
+    deinit {
+        close(read)
+        close(write)
+    }
+}
