@@ -5,6 +5,33 @@ internal import CRunLoopCore
 // calls `release(info)` exactly once, when its last reference goes; `releaseBox` balances the +1.
 // If the C constructor fails it never takes the context, and the Swift caller releases the box.
 
+/// The context box of a timer, source or observer: its closure, and a weak link to the handle
+/// made with it, so that a callout passes the handle in and the closure never captures it.
+final class CalloutBox<Handle: AnyObject, Argument> {
+    let body: @Sendable (Handle, Argument) -> Void
+    /// Set once, before the item can join a loop; only read afterwards.
+    weak var handle: Handle?
+    /// The C object, set once with `handle` (for callouts whose C signature does not carry it).
+    var raw: OpaquePointer?
+
+    init(_ body: @escaping @Sendable (Handle, Argument) -> Void) { self.body = body }
+
+    /// The box behind a callout's `info`.
+    static func from(_ info: UnsafeMutableRawPointer) -> CalloutBox {
+        Unmanaged<CalloutBox>.fromOpaque(info).takeUnretainedValue()
+    }
+
+    /// Calls the closure with the creator's handle while it lives; once it is gone (a loop still
+    /// holds the C object), with a new handle lent for the call by `lend(raw)`.
+    func callOut(_ argument: Argument, raw callRaw: OpaquePointer? = nil, lending lend: (OpaquePointer) -> Handle) {
+        if let handle {
+            body(handle, argument)
+        } else if let raw = callRaw ?? raw {
+            body(lend(raw), argument)
+        }
+    }
+}
+
 /// `rl_context_t.release` / `rl_source_context_t.release` of every Swift box.
 func releaseBox(_ info: UnsafeRawPointer?) {
     guard let info else { return }

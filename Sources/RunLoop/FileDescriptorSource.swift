@@ -1,26 +1,12 @@
 internal import CRunLoopCore
 
-/// The context box of a file descriptor source.
-final class FileDescriptorBox {
-    let handler: @Sendable (FileDescriptorSource, FileDescriptorSource.Events) -> Void
-    /// Set once, before the source can join a loop; only read afterwards.
-    weak var handle: FileDescriptorSource?
-    init(_ handler: @escaping @Sendable (FileDescriptorSource, FileDescriptorSource.Events) -> Void) {
-        self.handler = handler
-    }
-}
-
 private func fileDescriptorCallout(
     _ source: OpaquePointer?, _ fd: Int32, _ events: UInt32, _ info: UnsafeMutableRawPointer?
 ) {
-    guard let source, let info else { return }
-    let box = Unmanaged<FileDescriptorBox>.fromOpaque(info).takeUnretainedValue()
-    let ready = FileDescriptorSource.Events(rawValue: events)
-    if let handle = box.handle {
-        box.handler(handle, ready)
-    } else {
-        box.handler(FileDescriptorSource(retaining: source), ready)
-    }
+    guard let info else { return }
+    CalloutBox<FileDescriptorSource, FileDescriptorSource.Events>.from(info)
+        .callOut(FileDescriptorSource.Events(rawValue: events), raw: source,
+                 lending: FileDescriptorSource.init(retaining:))
 }
 
 /// A version-1 source: a closure a loop calls, level-triggered, in each pass where a file
@@ -72,7 +58,7 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
         fileDescriptor: Int32, events: Events, order: Int = 0,
         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void
     ) throws(LoopError) {
-        let box = FileDescriptorBox(handler)
+        let box = CalloutBox<FileDescriptorSource, FileDescriptorSource.Events>(handler)
         var context = makeContext(box)
         guard
             let raw = rl_source_create_fd(

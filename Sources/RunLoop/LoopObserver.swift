@@ -1,24 +1,9 @@
 internal import CRunLoopCore
 
-/// The context box of an observer.
-final class ObserverBox {
-    let handler: @Sendable (LoopObserver, LoopObserver.Activity) -> Void
-    /// Set once, before the observer can join a loop; only read afterwards.
-    weak var handle: LoopObserver?
-    init(_ handler: @escaping @Sendable (LoopObserver, LoopObserver.Activity) -> Void) {
-        self.handler = handler
-    }
-}
-
 private func observerCallout(_ observer: OpaquePointer?, _ activity: UInt32, _ info: UnsafeMutableRawPointer?) {
-    guard let observer, let info else { return }
-    let box = Unmanaged<ObserverBox>.fromOpaque(info).takeUnretainedValue()
-    let stage = LoopObserver.Activity(rawValue: activity)
-    if let handle = box.handle {
-        box.handler(handle, stage)
-    } else {
-        box.handler(LoopObserver(retaining: observer), stage)
-    }
+    guard let info else { return }
+    CalloutBox<LoopObserver, LoopObserver.Activity>.from(info)
+        .callOut(LoopObserver.Activity(rawValue: activity), raw: observer, lending: LoopObserver.init(retaining:))
 }
 
 /// An observer: a closure a loop calls at stages (activities) of each pass, in the modes it is in.
@@ -74,7 +59,7 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
         activities: Activity, repeats: Bool = true, order: Int = 0,
         handler: @escaping @Sendable (LoopObserver, Activity) -> Void
     ) throws(LoopError) {
-        let box = ObserverBox(handler)
+        let box = CalloutBox<LoopObserver, LoopObserver.Activity>(handler)
         var context = makeContext(box)
         guard
             let raw = rl_observer_create(

@@ -1,24 +1,8 @@
 internal import CRunLoopCore
 
-/// The context box of a version-0 source.
-final class SourceBox {
-    let perform: @Sendable (LoopSource) -> Void
-    /// Set once, before the source can join a loop; only read afterwards.
-    weak var handle: LoopSource?
-    /// The C source, for lending a new handle in a callout once the creator's handle is gone
-    /// (callouts run while the source exists). Set once, with `handle`.
-    var raw: OpaquePointer?
-    init(_ perform: @escaping @Sendable (LoopSource) -> Void) { self.perform = perform }
-}
-
 private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    let box = Unmanaged<SourceBox>.fromOpaque(info).takeUnretainedValue()
-    if let handle = box.handle {
-        box.perform(handle)
-    } else if let raw = box.raw {
-        box.perform(LoopSource(retaining: raw))
-    }
+    CalloutBox<LoopSource, Void>.from(info).callOut((), lending: LoopSource.init(retaining:))
 }
 
 /// A version-0 source: a closure the loop performs once at its next pass after ``signal()``.
@@ -50,7 +34,7 @@ public final class LoopSource: LoopItem, @unchecked Sendable {
     /// A source whose `perform` closure runs when a loop services it after ``signal()``. It
     /// receives the source, so it never needs to capture it.
     public init(order: Int = 0, perform: @escaping @Sendable (LoopSource) -> Void) {
-        let box = SourceBox(perform)
+        let box = CalloutBox<LoopSource, Void> { source, _ in perform(source) }
         var context = rl_source_context_t(
             info: Unmanaged.passRetained(box).toOpaque(), retain: nil,
             release: { releaseBox($0) }, schedule: nil, cancel: nil,

@@ -1,23 +1,9 @@
 internal import CRunLoopCore
 
-/// The context box of a timer: its closure, and a weak link to the handle made with it.
-final class TimerBox {
-    let body: @Sendable (LoopTimer) -> Void
-    /// Set once, before the timer can join a loop; only read afterwards.
-    weak var handle: LoopTimer?
-    init(_ body: @escaping @Sendable (LoopTimer) -> Void) { self.body = body }
-}
-
 /// The `rl_timer_callback_t` of every Swift timer.
 private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
-    guard let timer, let info else { return }
-    let box = Unmanaged<TimerBox>.fromOpaque(info).takeUnretainedValue()
-    if let handle = box.handle {
-        box.body(handle)
-    } else {
-        // The creator's handle is gone while the loop still holds the timer: lend a new one.
-        box.body(LoopTimer(retaining: timer))
-    }
+    guard let info else { return }
+    CalloutBox<LoopTimer, Void>.from(info).callOut((), raw: timer, lending: LoopTimer.init(retaining:))
 }
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
@@ -59,7 +45,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
         tolerance: Duration = .zero, order: Int = 0,
         _ body: @escaping @Sendable (LoopTimer) -> Void
     ) throws(LoopError) {
-        let box = TimerBox(body)
+        let box = CalloutBox<LoopTimer, Void> { timer, _ in body(timer) }
         var context = makeContext(box)
         guard
             let raw = rl_timer_create(
