@@ -6,6 +6,7 @@
  * of a sleeping loop. Ping-pong: A's and B's loops wake each other in turn; A records the round
  * trip between two of its callbacks. */
 #include "host.h"
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,8 @@ static int run_oneway(const bench_opts_t *o, peer_t *p, hist_t *h)
     w->h = h;
     host_start(&w->b, p, o->cpu_b, oneway_cb, w);
     host_wait_ready(&w->b);
+    cpu_set_t before;
+    bool restore = o->cpu_a >= 0 && pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0;
     if (o->cpu_a >= 0) pin_self(o->cpu_a);
     for (i = 0; i < total; i++) {
         atomic_store(&w->stamp, now_ns());
@@ -47,6 +50,8 @@ static int run_oneway(const bench_opts_t *o, peer_t *p, hist_t *h)
         if (wait_at_least(&w->ack, i + 1, 2.0) != 0) { rc = -1; break; }
         sleep_ns(20000);
     }
+    /* Later benchmarks create threads from this one: give it back every CPU. */
+    if (restore) pthread_setaffinity_np(pthread_self(), sizeof before, &before);
     atomic_store(&w->done, 1);
     p->async_send(w->b.async);
     host_release(&w->b);

@@ -33,13 +33,21 @@ long thread_ctx_switches(void)
     return ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
+/* The CPUs the process may use, read once, at the first call: benchmarks pin the main thread
+ * later, and a thread's own mask would then report a single CPU (which once made every
+ * producer of the throughput benchmark share the loop's CPU). */
 static int allowed_cpus(int *list, int max)
 {
-    cpu_set_t set;
-    int n = 0;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-        if (CPU_ISSET(c, &set)) list[n++] = c;
+    static int cached[CPU_SETSIZE], ncached = -1;
+    if (ncached < 0) {
+        cpu_set_t set;
+        ncached = 0;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &set)) cached[ncached++] = c;
+    }
+    int n = ncached < max ? ncached : max;
+    for (int i = 0; i < n; i++) list[i] = cached[i];
     return n;
 }
 
