@@ -163,6 +163,8 @@ struct rl_observer {
 /* ---- Waiting (wait_epoll.c: the only file that knows epoll, timerfd and eventfd) ---- */
 
 enum { RL_WAIT_WAKEUP = -2, RL_WAIT_TIMER = -3 };
+/* Events taken from one epoll_wait: enough that a busy server's ready fds fit in one pass. */
+enum { RL_WAIT_MAX_EVENTS = 256 };
 
 typedef struct {
     int fd;          /* an fd, or RL_WAIT_WAKEUP / RL_WAIT_TIMER */
@@ -256,6 +258,9 @@ struct rl_loop {
     rl_fd_table fds;
     rl_wait wait;
     uint64_t timer_seq;
+    /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
+     * under the lock only when it moved since they were collected. */
+    atomic_ullong source_removals;
     /* What other threads write to signal or wake the loop, on one cache line of its own, so a
      * signal and its wakeup move one line between cores, and loop-only writes never evict it. */
     _Alignas(64) atomic_uint wake_state;
@@ -264,7 +269,7 @@ struct rl_loop {
      * with nothing queued takes no lock for them. Writers store it (seq_cst) before they wake the
      * loop, and a pass reads it after it clears the wake state, so a block is never missed. */
     atomic_size_t blocks_hint;
-    _Alignas(64) bool was_busy;  /* the last pass handled a source (loop thread only) */
+    _Alignas(64) bool was_busy;  /* the last pass performed a signalled source (loop thread only) */
     rl_counters counters;
 };
 

@@ -10,7 +10,7 @@
 
 /* Longer than this is "no timeout" (CF's limit, about 16 years). */
 #define RL_TIMEOUT_LIMIT 504911232.0
-#define RL_WAIT_BATCH 64
+#define RL_WAIT_BATCH RL_WAIT_MAX_EVENTS
 /* How long a loop that was just busy looks for more work before it sleeps: well under the cost
  * of a sleep and a wakeup (about 20-40 us on a VM), well over a producer's cross-core signal. */
 #define RL_SPIN_BEFORE_SLEEP 5e-6
@@ -113,8 +113,10 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
         woken |= events[i].fd == RL_WAIT_WAKEUP;
         fds |= events[i].fd >= 0;
     }
+    unsigned long long removals = 0;
     if (fds) {
         pthread_mutex_lock(&loop->lock);
+        removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
         for (int i = 0; i < n; i++)
             if (events[i].fd >= 0) rl_fd_table_collect(loop, run->mode, &events[i], &run->ready, &run->ready_events);
         pthread_mutex_unlock(&loop->lock);
@@ -141,9 +143,13 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
         if (handled && run->stop_after_handle) break;
         unsigned ev = (unsigned)(uintptr_t)run->ready_events.items[i];
         ev &= atomic_load_explicit(&s->events, memory_order_relaxed) | RL_FD_ERROR;
-        pthread_mutex_lock(&loop->lock);
-        bool go = ev && atomic_load(&s->valid) && rl_ptrset_contains(&run->mode->sources, s);
-        pthread_mutex_unlock(&loop->lock);
+        bool go = ev && atomic_load(&s->valid);
+        if (go && atomic_load_explicit(&loop->source_removals, memory_order_relaxed) != removals) {
+            /* A source left a mode since collection (perhaps by an earlier callout): check. */
+            pthread_mutex_lock(&loop->lock);
+            go = rl_ptrset_contains(&run->mode->sources, s);
+            pthread_mutex_unlock(&loop->lock);
+        }
         if (go) {
             __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
@@ -170,6 +176,7 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         notify(loop, run, RL_BEFORE_SOURCES);
         blocks(loop, run);
         bool handled = rl_sources_perform_signalled(loop, run);
+        bool signals = handled;
         if (handled) blocks(loop, run);
 
         bool poll = handled || polling;
@@ -178,7 +185,9 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         int n = wait_for_events(loop, run, poll, events);
         if (!poll) notify(loop, run, RL_AFTER_WAITING);
         handled |= dispatch(loop, run, events, n);
-        loop->was_busy = handled;
+        /* Signalled sources come with wakeups, which the spin before sleeping can see; fd
+         * readiness and timers cannot be seen that way, so only signals count as busy. */
+        loop->was_busy = signals;
         blocks(loop, run);
 
         if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;

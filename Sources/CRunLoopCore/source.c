@@ -178,6 +178,7 @@ static int remove_from_mode(rl_loop_t *loop, rl_source_t *s, const char *name) {
         return -ENOENT;
     }
     mode->source_count--;
+    atomic_fetch_add_explicit(&loop->source_removals, 1, memory_order_relaxed);
     rl_link *l = link_for(s, loop);
     if (l && --l->nmodes == 0) {
         if (s->version == 1) rl_fd_table_detach(loop, s);

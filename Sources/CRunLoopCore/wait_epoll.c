@@ -97,8 +97,8 @@ void rl_wait_arm(rl_wait *w, double deadline) {
 }
 
 int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max) {
-    struct epoll_event ev[64];
-    if (max > 64) max = 64;
+    struct epoll_event ev[RL_WAIT_MAX_EVENTS];
+    if (max > RL_WAIT_MAX_EVENTS) max = RL_WAIT_MAX_EVENTS;
     int n;
     do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
     while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
