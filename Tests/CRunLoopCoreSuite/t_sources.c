@@ -668,3 +668,28 @@ RLT_TEST(source0_in_two_loops_performed_once) {
     rl_source_invalidate(sh.src);
     rl_release(sh.src);
 }
+
+/* A source signalled (its link queued for the loop) and then removed and destroyed before the
+ * loop's next pass is never performed; the loop frees the dead link when it meets it (ASan and
+ * LeakSanitizer check the memory side in the sanitizer runs). */
+static void counting_perform(void *info) { ++*(int *)info; }
+
+RLT_TEST(source_removed_and_destroyed_while_queued_is_never_performed) {
+    rl_loop_t *loop = rl_loop_get_current();
+    static _Thread_local int performed;
+    performed = 0;
+    rl_source_context_t c = { &performed, NULL, NULL, NULL, NULL, counting_perform };
+    rl_source_t *s = rl_source_create(0, &c), *other = rl_source_create(1, &c);
+    RLT_CHECK(s && other);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, other, DEF), 0);
+    rl_source_signal(s);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s, DEF), 0);
+    rl_release(s); /* destroyed now: only its dead link remains queued */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(performed, 0);
+    rl_source_signal(other); /* the queue still works after the dead link */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(performed, 1);
+    rl_release(other);
+}
