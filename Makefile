@@ -241,10 +241,9 @@ bench:
 	benchmarks/run $(BENCH_ARGS)
 
 # The benchmarks in their quick mode, so that they never rot: the C suite against every peer
-# found, and the Swift wrapper's cost next to the C API's.
+# found, then the Swift wrapper's cost next to the C API's (benchmarks/run runs both).
 bench-smoke:
 	benchmarks/run --quick
-	$(SWIFT) run -c release swift-wrapper-bench --quick
 
 # DocC documentation of the Swift module RunLoop (warnings are errors).
 docs:

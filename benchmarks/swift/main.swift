@@ -302,3 +302,21 @@ print(row("wakeup latency p99 (signal+wake)", percentile(cS, 0.99), percentile(s
 print(row("timer add+fire (median of rounds)", median(cT), median(sT), median(fT), unit: "ns/op"))
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
 print("The Foundation timer figure leaks each Timer (a Foundation bug), so it includes that cost.")
+
+// --json PATH: the same figures, machine-readable, for benchmarks/run.
+if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < CommandLine.arguments.count {
+    func entry(_ name: String, _ c: Double, _ s: Double, _ f: Double, _ unit: String) -> String {
+        "  \"\(name)\": {\"c_api\": \(c), \"swift_layer\": \(s), \"swift_over_c\": \(s / c), \"foundation\": \(f), \"unit\": \"\(unit)\"}"
+    }
+    let body = [
+        "  \"quick\": \(quick)", "  \"rounds\": \(rounds)",
+        entry("wakeup_latency_p50", percentile(cS, 0.5), percentile(sS, 0.5), percentile(fS, 0.5), "us"),
+        entry("wakeup_latency_p99", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), "us"),
+        entry("timer_add_fire", median(cT), median(sT), median(fT), "ns/op"),
+    ].joined(separator: ",\n")
+    let text = "{\n\(body)\n}\n"
+    let path = CommandLine.arguments[flag + 1]
+    guard let file = fopen(path, "w") else { fatalError("swift-wrapper-bench: cannot write \(path)") }
+    fputs(text, file)
+    fclose(file)
+}
