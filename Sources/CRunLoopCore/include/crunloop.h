@@ -61,6 +61,14 @@
  *   library held, so a callout may call any function here, including running the loop again
  *   (nested runs, each with its own RL_ENTRY/RL_EXIT) and removing or invalidating itself.
  *
+ * COSTS
+ *   A pass is O(1) in the number of idle items: signalled sources are queued to their loop, due
+ *   timers come off a heap, observers are skipped by a per-mode activity mask. A pass that only
+ *   polls makes no system call unless fds are registered. A wakeup costs one write(2), and only
+ *   when the loop sleeps. A loop that has just performed signalled sources looks for another
+ *   wakeup for up to 5 microseconds before it sleeps, which keeps a busy producer from paying
+ *   for a sleep and a wakeup per signal; an idle loop never spins.
+ *
  * ERRORS
  *   Functions returning int return 0 on success or a negative errno value:
  *     -EINVAL  a NULL handle, a NULL or empty mode name, a NaN or negative time, an invalidated
