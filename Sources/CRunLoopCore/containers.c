@@ -20,7 +20,7 @@ void rl_ptrvec_free(rl_ptrvec *v) {
     rl_ptrvec_init(v);
 }
 
-int rl_ptrvec_push(rl_ptrvec *v, void *item) {
+int rl_ptrvec_grow_and_push(rl_ptrvec *v, void *item) {
     if (!v->items) rl_ptrvec_init(v);
     if (v->count == v->capacity) {
         size_t cap = v->capacity * 2;

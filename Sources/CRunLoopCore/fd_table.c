@@ -19,36 +19,38 @@
 
 static rl_fd_watch *watch_for(rl_loop_t *loop, int fd, bool create) {
     rl_fd_table *t = &loop->fds;
+    if (fd < 0) return NULL;
     if ((size_t)fd >= t->size) {
         if (!create) return NULL;
         size_t size = t->size ? t->size : 64;
         while (size <= (size_t)fd) size *= 2;
-        rl_fd_watch **grown = realloc(t->watches, size * sizeof *grown);
+        rl_fd_watch *grown = realloc(t->watches, size * sizeof *grown);
         if (!grown) return NULL;
         memset(grown + t->size, 0, (size - t->size) * sizeof *grown);
         t->watches = grown;
         t->size = size;
     }
-    if (!t->watches[fd] && create) {
-        rl_fd_watch *w = calloc(1, sizeof *w);
-        if (!w) return NULL;
-        w->fd = fd;
-        rl_ptrvec_init(&w->sources);
-        t->watches[fd] = w;
-    }
-    return t->watches[fd];
+    return &t->watches[fd];
 }
 
-static void unpark_one(rl_loop_t *loop, rl_fd_watch *w) {
+static size_t source_count(const rl_fd_watch *w) {
+    return (w->first != NULL) + (w->more ? w->more->count : 0);
+}
+
+static rl_source_t *source_at(const rl_fd_watch *w, size_t i) {
+    return i == 0 ? w->first : w->more->items[i - 1];
+}
+
+static void unpark_one(rl_loop_t *loop, rl_fd_watch *w, int fd) {
     if (!w->parked) return;
     w->parked = false;
-    rl_ptrvec_remove(&loop->fds.parked, w);
+    rl_ptrvec_remove(&loop->fds.parked, (void *)(uintptr_t)fd);
 }
 
-static int apply(rl_loop_t *loop, rl_fd_watch *w, bool wanted, unsigned events) {
+static int apply(rl_loop_t *loop, rl_fd_watch *w, int fd, bool wanted, unsigned events) {
     if (!wanted) {
         if (w->in_set) {
-            rl_wait_unwatch(&loop->wait, w->fd);
+            rl_wait_unwatch(&loop->wait, fd);
             loop->fds.in_set--;
         }
         w->in_set = false;
@@ -58,7 +60,7 @@ static int apply(rl_loop_t *loop, rl_fd_watch *w, bool wanted, unsigned events) 
     if (w->in_set && w->registered == events) return 0;
     bool add = !w->in_set;
     if (add) w->gen = ++loop->fds.next_gen ? loop->fds.next_gen : ++loop->fds.next_gen;
-    int rc = rl_wait_watch(&loop->wait, w->fd, events, w->gen, add);
+    int rc = rl_wait_watch(&loop->wait, fd, events, w->gen, add);
     if (rc) return rc;
     if (add) loop->fds.in_set++;
     w->in_set = true;
@@ -70,21 +72,45 @@ int rl_fd_table_refresh(rl_loop_t *loop, int fd) {
     rl_fd_watch *w = watch_for(loop, fd, false);
     if (!w) return 0;
     unsigned events = 0;
-    for (size_t i = 0; i < w->sources.count; i++) {
-        rl_source_t *s = w->sources.items[i];
-        events |= atomic_load_explicit(&s->events, memory_order_relaxed);
+    size_t n = source_count(w);
+    for (size_t i = 0; i < n; i++)
+        events |= atomic_load_explicit(&source_at(w, i)->events, memory_order_relaxed);
+    unpark_one(loop, w, fd);
+    return apply(loop, w, fd, n > 0, events);
+}
+
+static void take_out(rl_fd_watch *w, rl_source_t *source) {
+    if (w->first == source) {
+        w->first = NULL;
+        if (w->more && w->more->count) {
+            w->first = w->more->items[w->more->count - 1];
+            w->more->count--;
+        }
+    } else if (w->more) {
+        rl_ptrvec_remove(w->more, source);
     }
-    unpark_one(loop, w);
-    return apply(loop, w, w->sources.count > 0, events);
+    if (w->more && !w->more->count) {
+        rl_ptrvec_free(w->more);
+        free(w->more);
+        w->more = NULL;
+    }
 }
 
 int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
     rl_fd_watch *w = watch_for(loop, source->fd, true);
     if (!w) return -ENOMEM;
-    if (rl_ptrvec_push(&w->sources, source)) return -ENOMEM;
+    if (!w->first) {
+        w->first = source;
+    } else {
+        if (!w->more) {
+            if (!(w->more = malloc(sizeof *w->more))) return -ENOMEM;
+            rl_ptrvec_init(w->more);
+        }
+        if (rl_ptrvec_push(w->more, source)) return -ENOMEM;
+    }
     int rc = rl_fd_table_refresh(loop, source->fd);
     if (rc) {
-        rl_ptrvec_remove(&w->sources, source);
+        take_out(w, source);
         (void)rl_fd_table_refresh(loop, source->fd);
     }
     return rc;
@@ -93,7 +119,7 @@ int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
 void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source) {
     rl_fd_watch *w = watch_for(loop, source->fd, false);
     if (!w) return;
-    rl_ptrvec_remove(&w->sources, source);
+    take_out(w, source);
     (void)rl_fd_table_refresh(loop, source->fd);
 }
 
@@ -104,8 +130,9 @@ void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *ev
     bool taken = false;
     unsigned mode_interest = 0;
     bool mode_has_source = false;
-    for (size_t i = 0; i < w->sources.count; i++) {
-        rl_source_t *s = w->sources.items[i];
+    size_t n = source_count(w);
+    for (size_t i = 0; i < n; i++) {
+        rl_source_t *s = source_at(w, i);
         if (!atomic_load(&s->valid) || !rl_ptrset_contains(&mode->sources, s)) continue;
         unsigned interest = atomic_load_explicit(&s->events, memory_order_relaxed);
         mode_has_source = true;
@@ -121,26 +148,25 @@ void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *ev
     }
     if (taken || w->parked) return;
     /* Nobody in this mode wants what is ready: narrow until the mode changes. */
-    if (apply(loop, w, mode_has_source, mode_interest) == 0 &&
-        rl_ptrvec_push(&loop->fds.parked, w) == 0)
+    if (apply(loop, w, event->fd, mode_has_source, mode_interest) == 0 &&
+        rl_ptrvec_push(&loop->fds.parked, (void *)(uintptr_t)event->fd) == 0)
         w->parked = true;
 }
 
 void rl_fd_table_unpark(rl_loop_t *loop) {
-    if (!loop->fds.parked.count) return;
     while (loop->fds.parked.count) {
-        rl_fd_watch *w = loop->fds.parked.items[loop->fds.parked.count - 1];
-        (void)rl_fd_table_refresh(loop, w->fd); /* unparks it */
+        int fd = (int)(uintptr_t)loop->fds.parked.items[loop->fds.parked.count - 1];
+        (void)rl_fd_table_refresh(loop, fd); /* unparks it */
     }
 }
 
 void rl_fd_table_free(rl_loop_t *loop) {
     rl_fd_table *t = &loop->fds;
-    for (size_t i = 0; i < t->size; i++) {
-        if (!t->watches[i]) continue;
-        rl_ptrvec_free(&t->watches[i]->sources);
-        free(t->watches[i]);
-    }
+    for (size_t i = 0; i < t->size; i++)
+        if (t->watches[i].more) {
+            rl_ptrvec_free(t->watches[i].more);
+            free(t->watches[i].more);
+        }
     free(t->watches);
     rl_ptrvec_free(&t->parked);
     memset(t, 0, sizeof *t);

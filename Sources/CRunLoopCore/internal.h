@@ -47,7 +47,14 @@ typedef struct {
 
 RL_HIDDEN void rl_ptrvec_init(rl_ptrvec *v);
 RL_HIDDEN void rl_ptrvec_free(rl_ptrvec *v);
-RL_HIDDEN int rl_ptrvec_push(rl_ptrvec *v, void *item);
+RL_HIDDEN int rl_ptrvec_grow_and_push(rl_ptrvec *v, void *item);
+static inline int rl_ptrvec_push(rl_ptrvec *v, void *item) {
+    if (v->items && v->count < v->capacity) { /* the hot case, inline */
+        v->items[v->count++] = item;
+        return 0;
+    }
+    return rl_ptrvec_grow_and_push(v, item);
+}
 RL_HIDDEN void rl_ptrvec_remove_at(rl_ptrvec *v, size_t index); /* keeps order */
 RL_HIDDEN void rl_ptrvec_remove(rl_ptrvec *v, void *item);      /* first occurrence */
 RL_HIDDEN bool rl_ptrvec_contains(const rl_ptrvec *v, const void *item);
@@ -191,9 +198,11 @@ RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
 
 /* ---- Fd table (fd_table.c): which sources of a loop watch which fd ---- */
 
+/* One fd of a loop, 32 bytes, stored by value in an array indexed by fd: a ready fd costs one
+ * cache line to find its (usually single) source. */
 typedef struct {
-    int fd;
-    rl_ptrvec sources;   /* rl_source* of this loop on this fd (each once) */
+    rl_source_t *first;  /* a source of this loop on this fd, or NULL */
+    rl_ptrvec *more;     /* further sources on the same fd (rare: a reader and a writer), or NULL */
     unsigned registered; /* RL_FD_* the epoll set watches now */
     uint32_t gen;
     bool in_set;
@@ -201,9 +210,9 @@ typedef struct {
 } rl_fd_watch;
 
 typedef struct {
-    rl_fd_watch **watches; /* indexed by fd */
+    rl_fd_watch *watches;  /* indexed by fd */
     size_t size;
-    rl_ptrvec parked;      /* rl_fd_watch* narrowed to a mode */
+    rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
     size_t in_set;         /* how many fds the epoll set watches */
     uint32_t next_gen;
 } rl_fd_table;

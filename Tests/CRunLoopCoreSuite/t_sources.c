@@ -693,3 +693,56 @@ RLT_TEST(source_removed_and_destroyed_while_queued_is_never_performed) {
     RLT_CHECK_EQ(performed, 1);
     rl_release(other);
 }
+
+/* A ready fd whose only source is in another mode must not spin a run of this mode (its
+ * registration is narrowed while this mode runs), and is served again in its own mode. */
+RLT_TEST(fd_ready_in_another_mode_does_not_spin_the_loop) {
+    int p[2];
+    RLT_CHECK(pipe(p) == 0);
+    rl_loop_t *loop = rl_loop_get_current();
+    fdp_t f = { .label = "R" };
+    rl_source_t *s = fd_source(p[0], RL_FD_READABLE, 0, &f);
+    RLT_CHECK(s != NULL);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s, DEF), 0); /* fd_source adds it there */
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, "other"), 0);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK(write(p[1], "z", 1) == 1);
+    rl_loop_stats_t a, b;
+    rl_loop_get_stats(loop, &a);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.3, false), RL_RUN_TIMED_OUT);
+    rl_loop_get_stats(loop, &b);
+    RLT_CHECK(b.passes - a.passes < 20); /* a spinning loop makes tens of thousands */
+    RLT_CHECK_EQ(rl_run_in_mode("other", 10.0, true), RL_RUN_HANDLED_SOURCE);
+    TT_EXPECT("Rr");
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s, "other"), 0);
+    rl_release(s);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* Same with a writer in another mode on the fd of a reader in this mode: the always-writable
+ * socket must not spin the loop, and the reader still works. */
+RLT_TEST(fd_writer_in_another_mode_does_not_spin_the_reader_s_mode) {
+    int sv[2];
+    RLT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    rl_loop_t *loop = rl_loop_get_current();
+    fdp_t fr = { .label = "R" }, fw = { .label = "W" };
+    rl_source_t *r = fd_source(sv[0], RL_FD_READABLE, 0, &fr), *w = fd_source(sv[0], RL_FD_WRITABLE, 0, &fw);
+    RLT_CHECK(r && w); /* fd_source adds both to the default mode */
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, w, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, w, "other"), 0);
+    rl_loop_stats_t a, b;
+    rl_loop_get_stats(loop, &a);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.3, false), RL_RUN_TIMED_OUT);
+    rl_loop_get_stats(loop, &b);
+    RLT_CHECK(b.passes - a.passes < 20);
+    RLT_CHECK(write(sv[1], "z", 1) == 1);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, true), RL_RUN_HANDLED_SOURCE);
+    TT_EXPECT("Rr");
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, r, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, w, "other"), 0);
+    rl_release(r);
+    rl_release(w);
+    close(sv[0]);
+    close(sv[1]);
+}
