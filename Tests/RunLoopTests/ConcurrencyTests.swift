@@ -1,5 +1,5 @@
 import Glibc
-import RunLoop
+@testable import RunLoop // for Locked (PLock), the library's pthread-mutex box
 import Synchronization
 import Testing
 

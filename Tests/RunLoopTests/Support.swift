@@ -1,7 +1,11 @@
 import Glibc
-import RunLoop
+@testable import RunLoop // for Locked, the library's pthread-mutex box
 import Synchronization
 import Testing
+
+/// The tests' lock: the library's own pthread-mutex box, which ThreadSanitizer understands
+/// (unlike the futex of Synchronization.Mutex).
+typealias PLock<Value> = Locked<Value>
 
 /// Runs `body` on a new thread of its own (so with a fresh current loop) and returns its result
 /// once that thread has exited (so its loop has been torn down), without blocking a Swift
@@ -50,29 +54,6 @@ final class Counter: Sendable {
     @discardableResult
     func increment() -> Int { value.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue }
     var count: Int { value.load(ordering: .sequentiallyConsistent) }
-}
-
-/// A value guarded by a pthread mutex (which ThreadSanitizer understands, unlike the futex of
-/// Synchronization.Mutex).
-final class PLock<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only accessed in withLock, with the mutex held.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
-    init(_ value: Value) {
-        self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
 }
 
 /// A thread-safe list of events.

@@ -272,9 +272,16 @@ progress("warm-up: Foundation")
 foundationWakeups(20, into: Recorder())
 progress("rounds")
 
-for _ in 0..<rounds {
-    cWakeups(wakeupsPerRound, into: cRecorder)
-    swiftWakeups(wakeupsPerRound, into: swiftRecorder)
+for round in 0..<rounds {
+    // Alternate which variant goes first, so that neither always gets the warmer (or colder)
+    // machine state of a round's start.
+    if round % 2 == 0 {
+        cWakeups(wakeupsPerRound, into: cRecorder)
+        swiftWakeups(wakeupsPerRound, into: swiftRecorder)
+    } else {
+        swiftWakeups(wakeupsPerRound, into: swiftRecorder)
+        cWakeups(wakeupsPerRound, into: cRecorder)
+    }
     foundationWakeups(wakeupsPerRound, into: foundationRecorder)
     let t = startThread {
         let c = cTimers(timersPerRound)
