@@ -47,6 +47,21 @@ func makeContext(_ box: AnyObject) -> rl_context_t {
     )
 }
 
+/// Creates a C object whose context owns one retain of `box`: `create` gets the context and
+/// returns the object, or NULL with errno set, in which case the retain is given back and the
+/// C error thrown.
+func createWithContext(
+    _ box: AnyObject, _ create: (inout rl_context_t) -> OpaquePointer?
+) throws(LoopError) -> OpaquePointer {
+    var context = makeContext(box)
+    guard let raw = create(&context) else {
+        let error = lastCError()
+        discardContext(context)
+        throw error
+    }
+    return raw
+}
+
 /// Releases the retain a context took when its C constructor failed (so never took it).
 func discardContext(_ context: rl_context_t) {
     releaseBox(UnsafeRawPointer(context.info))

@@ -59,17 +59,11 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void
     ) throws(LoopError) {
         let box = CalloutBox<FileDescriptorSource, FileDescriptorSource.Events>(handler)
-        var context = makeContext(box)
-        guard
-            let raw = rl_source_create_fd(
+        raw = try createWithContext(box) {
+            rl_source_create_fd(
                 fileDescriptor, events.subtracting(.error).rawValue, order,
-                { fileDescriptorCallout($0, $1, $2, $3) }, &context)
-        else {
-            let error = lastCError()
-            discardContext(context)
-            throw error
+                { fileDescriptorCallout($0, $1, $2, $3) }, &$0)
         }
-        self.raw = raw
         box.handle = self
     }
 

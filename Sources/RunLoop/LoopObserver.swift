@@ -60,16 +60,9 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
         handler: @escaping @Sendable (LoopObserver, Activity) -> Void
     ) throws(LoopError) {
         let box = CalloutBox<LoopObserver, LoopObserver.Activity>(handler)
-        var context = makeContext(box)
-        guard
-            let raw = rl_observer_create(
-                activities.rawValue, repeats, order, { observerCallout($0, $1, $2) }, &context)
-        else {
-            let error = lastCError()
-            discardContext(context)
-            throw error
+        raw = try createWithContext(box) {
+            rl_observer_create(activities.rawValue, repeats, order, { observerCallout($0, $1, $2) }, &$0)
         }
-        self.raw = raw
         box.handle = self
     }
 

@@ -46,15 +46,8 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
         _ body: @escaping @Sendable (LoopTimer) -> Void
     ) throws(LoopError) {
         let box = CalloutBox<LoopTimer, Void> { timer, _ in body(timer) }
-        var context = makeContext(box)
-        guard
-            let raw = rl_timer_create(
-                fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order,
-                { timerCallout($0, $1) }, &context)
-        else {
-            let error = lastCError()
-            discardContext(context)
-            throw error
+        let raw = try createWithContext(box) {
+            rl_timer_create(fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order, { timerCallout($0, $1) }, &$0)
         }
         self.raw = raw
         box.handle = self
