@@ -14,8 +14,9 @@
 pthread_mutex_t rl_items_lock = PTHREAD_MUTEX_INITIALIZER;
 _Thread_local rl_loop_t *rl_tls_loop;
 
+/* The main loop: created once under main_lock, then read without it. */
 static pthread_mutex_t main_lock = PTHREAD_MUTEX_INITIALIZER;
-static rl_loop_t *main_loop;
+static _Atomic(rl_loop_t *) main_loop;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 
@@ -72,12 +73,17 @@ rl_loop_t *rl_loop_get_current(void) {
 }
 
 rl_loop_t *rl_loop_get_main(void) {
+    rl_loop_t *loop = atomic_load_explicit(&main_loop, memory_order_acquire);
+    if (loop) return loop;
     pthread_mutex_lock(&main_lock);
-    if (!main_loop && !(main_loop = loop_create())) {
-        fprintf(stderr, "crunloop: cannot create the main loop: %s\n", strerror(errno));
-        abort();
+    loop = atomic_load_explicit(&main_loop, memory_order_relaxed);
+    if (!loop) {
+        if (!(loop = loop_create())) {
+            fprintf(stderr, "crunloop: cannot create the main loop: %s\n", strerror(errno));
+            abort();
+        }
+        atomic_store_explicit(&main_loop, loop, memory_order_release);
     }
-    rl_loop_t *loop = main_loop;
     pthread_mutex_unlock(&main_lock);
     return loop;
 }
@@ -85,11 +91,7 @@ rl_loop_t *rl_loop_get_main(void) {
 bool rl_loop_is_current(rl_loop_t *loop) {
     if (!loop) return false;
     if (rl_tls_loop) return rl_tls_loop == loop;
-    if (!on_main_thread()) return false;
-    pthread_mutex_lock(&main_lock);
-    bool is = loop == main_loop;
-    pthread_mutex_unlock(&main_lock);
-    return is;
+    return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
 }
 
 rl_loop_t *rl_owner_lock(_Atomic(rl_loop_t *) *owner) {

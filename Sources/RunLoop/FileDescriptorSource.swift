@@ -4,9 +4,9 @@ private func fileDescriptorCallout(
     _ source: OpaquePointer?, _ fd: Int32, _ events: UInt32, _ info: UnsafeMutableRawPointer?
 ) {
     guard let info else { return }
-    CalloutBox<FileDescriptorSource, FileDescriptorSource.Events>.from(info)
-        .callOut(FileDescriptorSource.Events(rawValue: events), raw: source,
-                 lending: FileDescriptorSource.init(retaining:))
+    FileDescriptorSource.Box.callOut(
+        info, raw: source, lending: FileDescriptorSource.init(retaining:)
+    ) { handler, source in handler(source, FileDescriptorSource.Events(rawValue: events)) }
 }
 
 /// A version-1 source: a closure a loop calls, level-triggered, in each pass where a file
@@ -28,6 +28,9 @@ private func fileDescriptorCallout(
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
+    /// The context box: the closure as given.
+    typealias Box = CalloutBox<FileDescriptorSource, @Sendable (FileDescriptorSource, Events) -> Void>
+
     /// Readiness of a file descriptor.
     public struct Events: OptionSet, Hashable, Sendable {
         /// The C core's bit mask of the events.
@@ -58,7 +61,7 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
         fileDescriptor: Int32, events: Events, order: Int = 0,
         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void
     ) throws(LoopError) {
-        let box = CalloutBox<FileDescriptorSource, FileDescriptorSource.Events>(handler)
+        let box = Box(handler)
         raw = try createWithContext(box) {
             rl_source_create_fd(
                 fileDescriptor, events.subtracting(.error).rawValue, order,

@@ -113,14 +113,16 @@ public final class Loop: Hashable, CustomStringConvertible {
         returningAfterSourceHandled: Bool = false
     ) throws(LoopError) -> LoopRunResult {
         try prepareToRun()
-        let seconds = duration.map { $0.loopSeconds } ?? Double.infinity
+        let seconds = duration?.loopTimeout ?? Double.infinity
         let code = mode.withCName { rl_run_in_mode($0, seconds, returningAfterSourceHandled) }
         return try LoopRunResult(code: code)
     }
 
+    /// Checks the thread, and installs the main-queue bridge the first time the main loop runs.
+    /// Costs two loads and a compare once the bridge is in.
     private func prepareToRun() throws(LoopError) {
         guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
-        if isMain { MainQueueBridge.install(on: self) }
+        if !MainQueueBridge.isInstalled, isMain { MainQueueBridge.install(on: self) }
     }
 
     /// Makes the innermost run of the loop return ``LoopRunResult/stopped`` (waking it if it

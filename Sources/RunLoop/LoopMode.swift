@@ -37,9 +37,12 @@ public struct LoopMode: Hashable, Sendable, ExpressibleByStringLiteral, CustomSt
     /// ``Loop/allModes``.
     static let bookkeeping = LoopMode(rawValue: "org.crunloop.swift.bookkeeping")
 
-    /// Calls `body` with the name as a C string.
+    /// Calls `body` with the name as a C string. The default mode passes the core's own
+    /// `RL_DEFAULT_MODE`, which the core recognises by address, without comparing names.
     @inline(__always)
     func withCName<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+        // Copies of `.default` share its string storage, so this test is a pointer compare.
+        if rawValue == LoopMode.default.rawValue { return try body(RL_DEFAULT_MODE) }
         // A String's C-string view is only valid inside the closure; nothing here keeps it.
         var result: Result<R, E>!
         rawValue.withCString { name in

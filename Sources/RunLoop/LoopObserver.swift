@@ -2,8 +2,9 @@ internal import CRunLoopCore
 
 private func observerCallout(_ observer: OpaquePointer?, _ activity: UInt32, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    CalloutBox<LoopObserver, LoopObserver.Activity>.from(info)
-        .callOut(LoopObserver.Activity(rawValue: activity), raw: observer, lending: LoopObserver.init(retaining:))
+    LoopObserver.Box.callOut(info, raw: observer, lending: LoopObserver.init(retaining:)) {
+        handler, observer in handler(observer, LoopObserver.Activity(rawValue: activity))
+    }
 }
 
 /// An observer: a closure a loop calls at stages (activities) of each pass, in the modes it is in.
@@ -22,6 +23,9 @@ private func observerCallout(_ observer: OpaquePointer?, _ activity: UInt32, _ i
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it (`rl_observer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class LoopObserver: LoopItem, @unchecked Sendable {
+    /// The context box: the closure as given.
+    typealias Box = CalloutBox<LoopObserver, @Sendable (LoopObserver, Activity) -> Void>
+
     /// Stages of a run and of its passes.
     public struct Activity: OptionSet, Hashable, Sendable {
         /// The C core's bit mask of the activities.
@@ -59,7 +63,7 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
         activities: Activity, repeats: Bool = true, order: Int = 0,
         handler: @escaping @Sendable (LoopObserver, Activity) -> Void
     ) throws(LoopError) {
-        let box = CalloutBox<LoopObserver, LoopObserver.Activity>(handler)
+        let box = Box(handler)
         raw = try createWithContext(box) {
             rl_observer_create(activities.rawValue, repeats, order, { observerCallout($0, $1, $2) }, &$0)
         }

@@ -2,7 +2,7 @@ internal import CRunLoopCore
 
 private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    CalloutBox<LoopSource, Void>.from(info).callOut((), lending: LoopSource.init(retaining:))
+    LoopSource.Box.callOut(info, lending: LoopSource.init(retaining:)) { $0($1) }
 }
 
 /// A version-0 source: a closure the loop performs once at its next pass after ``signal()``.
@@ -22,6 +22,9 @@ private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class LoopSource: LoopItem, @unchecked Sendable {
+    /// The context box: the closure as given.
+    typealias Box = CalloutBox<LoopSource, @Sendable (LoopSource) -> Void>
+
     let raw: OpaquePointer
 
     init(retaining raw: OpaquePointer) {
@@ -34,7 +37,7 @@ public final class LoopSource: LoopItem, @unchecked Sendable {
     /// A source whose `perform` closure runs when a loop services it after ``signal()``. It
     /// receives the source, so it never needs to capture it.
     public init(order: Int = 0, perform: @escaping @Sendable (LoopSource) -> Void) {
-        let box = CalloutBox<LoopSource, Void> { source, _ in perform(source) }
+        let box = Box(perform)
         var context = rl_source_context_t(
             info: Unmanaged.passRetained(box).toOpaque(), retain: nil,
             release: { releaseBox($0) }, schedule: nil, cancel: nil,

@@ -2,10 +2,11 @@ internal import CRunLoopCore
 
 extension Duration {
     /// The duration in seconds, as the C core takes it.
-    var loopSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
-    }
+    var loopSeconds: Double { self / .seconds(1) }
+
+    /// The duration as a run's timeout: zero for zero and less (one pass without waiting, with
+    /// no conversion: polling is the common case), else ``loopSeconds``.
+    var loopTimeout: Double { self <= .zero ? 0 : loopSeconds }
 }
 
 /// A point in time on the loop's clock: `CLOCK_MONOTONIC`, the clock of every fire date.

@@ -3,7 +3,7 @@ internal import CRunLoopCore
 /// The `rl_timer_callback_t` of every Swift timer.
 private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    CalloutBox<LoopTimer, Void>.from(info).callOut((), raw: timer, lending: LoopTimer.init(retaining:))
+    LoopTimer.Box.callOut(info, raw: timer, lending: LoopTimer.init(retaining:)) { $0($1) }
 }
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
@@ -24,6 +24,9 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
+    /// The context box: the closure as given.
+    typealias Box = CalloutBox<LoopTimer, @Sendable (LoopTimer) -> Void>
+
     let raw: OpaquePointer
 
     /// Wraps `raw`, taking a new reference to it.
@@ -45,7 +48,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
         tolerance: Duration = .zero, order: Int = 0,
         _ body: @escaping @Sendable (LoopTimer) -> Void
     ) throws(LoopError) {
-        let box = CalloutBox<LoopTimer, Void> { timer, _ in body(timer) }
+        let box = Box(body)
         let raw = try createWithContext(box) {
             rl_timer_create(fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order, { timerCallout($0, $1) }, &$0)
         }

@@ -1,11 +1,13 @@
 /*
  * t_internals.c - the core's pure data structures against naive models: the 4-ary timer heap
  * (checked with rl_heap_verify after every mutation) and the pointer set (backward-shift
- * deletion is easy to get subtly wrong). Hidden symbols link fine into this static test build.
+ * deletion is easy to get subtly wrong); and internal state no API shows (when the timerfd is
+ * set). Hidden symbols link fine into this static test build.
  */
 #include "rlt.h"
 #include "../../Sources/CRunLoopCore/internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static unsigned long long rng_state = 88172645463325252ull;
@@ -121,4 +123,34 @@ RLT_TEST(pointer_vector_spills_from_inline_storage_and_keeps_order) {
     RLT_CHECK(!rl_ptrvec_contains(&v, &objects[10]));
     rl_ptrvec_free(&v);
     RLT_CHECK(v.count == 0 && v.items == v.inline_items);
+}
+
+/* ---- the timerfd is set only for a wait ---------------------------------------------------- */
+
+static void count_fire(rl_timer_t *t, void *info) { (void)t, ++*(int *)info; }
+
+RLT_TEST(polling_passes_fire_timers_without_setting_the_timerfd) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int fired = 0;
+    rl_context_t c = {.info = &fired};
+    for (int i = 0; i < 3; i++) {
+        rl_timer_t *t = rl_timer_create(0, 0, 0, count_fire, &c); /* due now */
+        RLT_CHECK(t);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, t, RL_DEFAULT_MODE), 0);
+        rl_release(t);
+        RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT); /* a poll */
+    }
+    RLT_CHECK_EQ(fired, 3);
+    RLT_CHECK(loop->wait.armed == INFINITY); /* never set: no timerfd_settime at all */
+
+    /* A wait does set it, for the timer it waits for. */
+    rl_timer_t *later = rl_timer_create(rl_time_now() + 0.005, 0, 0, count_fire, &c);
+    RLT_CHECK(later);
+    double date = rl_timer_get_next_fire_date(later);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, later, RL_DEFAULT_MODE), 0);
+    RLT_CHECK(loop->wait.armed == INFINITY); /* adding from the loop's thread defers it */
+    rl_release(later);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(fired, 4);
+    RLT_CHECK(loop->wait.armed == date);
 }

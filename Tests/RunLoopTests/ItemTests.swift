@@ -130,6 +130,36 @@ struct TimerTests {
         #expect(deinits.count == 1)
     }
 
+    @Test func calloutDroppingItsLastReferencesKeepsItsClosureUntilItReturns() async throws {
+        // The callout reaches the closure through its context box without retaining the box
+        // (the C core holds the timer across the callout). Here the callout invalidates its
+        // timer and drops the last handle anyone holds, then still uses its captures; under
+        // `swift test --sanitize=address` a box freed too early is a use-after-free.
+        final class Holder: @unchecked Sendable {
+            // @unchecked: only touched on the test's one thread (the loop's).
+            var timer: LoopTimer?
+        }
+        let deinits = Counter()
+        let after = Counter()
+        try await onNewThread {
+            let loop = Loop.current
+            let holder = Holder()
+            do {
+                let tracked = Tracked(deinits)
+                holder.timer = try LoopTimer(after: .zero, repeatingEvery: .seconds(3600)) { timer in
+                    timer.invalidate()
+                    holder.timer = nil
+                    tracked.touch()
+                    _ = after.increment()
+                }
+            }
+            try loop.add(holder.timer!, forMode: .default)
+            #expect(try loop.run(for: .seconds(10)) == .finished)
+        }
+        #expect(after.count == 1)
+        #expect(deinits.count == 1)
+    }
+
     @Test func invalidatedTimerReleasesClosureWhenHandleGoes() async throws {
         let deinits = Counter()
         try await onNewThread {

@@ -2,12 +2,14 @@
 //
 //   swift run -c release swift-wrapper-bench [--quick]
 //
-// In one run, interleaved in rounds so that machine noise hits every variant alike:
+// In one run, interleaved so that machine noise hits every variant alike:
 //   - cross-thread wakeup latency, Swift thread to Swift thread: the sender signals a version-0
 //     source and wakes the receiving loop while it sleeps; the latency is from just before the
-//     signal to the start of the perform callout. Through the Swift layer (LoopSource,
+//     signal to the start of the perform closure. Through the Swift layer (LoopSource,
 //     LoopHandle.signal) and through the C API called directly from Swift (rl_source_signal +
-//     rl_loop_wakeup, a @convention(c) perform).
+//     rl_loop_wakeup, a @convention(c) perform), alternating sample by sample between the two
+//     on the same pair of threads (pinned to CPUs 0 and 1), so that neither gets a luckier
+//     thread placement or a quieter minute.
 //   - timer add + fire on one thread: create a due one-shot timer, add it, run one pass that
 //     fires it, release it. Swift layer vs C API.
 //   - Foundation's RunLoop for comparison: perform + wake (RunLoop.perform then _stop(), the only
@@ -75,76 +77,131 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     return thread
 }
 
-/// Waits until `isWaiting` (the receiver sleeps in epoll_wait), at most ~50 ms.
+/// Waits until `isWaiting` (the receiver has entered its wait), at most ~50 ms, then 20 µs
+/// more, spinning, so that the receiver is fully asleep before the next signal.
+///
+/// The settling matters: a signal sent in the first microseconds after the loop flags itself
+/// waiting reaches a thread (and, on a VM, a vCPU) that is still on its way to sleep, and is
+/// received faster; any difference in how soon the sender reacts would become a latency
+/// difference. benchmarks/latency.c leaves the same 20 µs between samples.
 func waitUntilSleeping(_ isWaiting: () -> Bool) {
     for _ in 0..<50_000 where !isWaiting() { sched_yield() }
+    let settled = nowNanos() + 20_000
+    while nowNanos() < settled {}
 }
 
 // MARK: - Wakeup latency
 
-/// Receiver on the Swift layer: a LoopSource on a thread running its loop.
-func swiftWakeups(_ count: Int, into recorder: Recorder) {
-    let ready = Mutex<(LoopHandle, LoopSource)?>(nil)
-    let thread = startThread {
-        let loop = Loop.current
-        let source = LoopSource { _ in recorder.record() }
-        try! loop.add(source, forMode: .default)
-        ready.withLock { $0 = (loop.handle, source) }
-        try! loop.run()
-        source.invalidate()
+/// Pins the calling thread to `cpu` when the machine has more than one (as benchmarks/run
+/// does): the sender on CPU 0, receivers on CPU 1. `pthread_setaffinity_np` is a GNU extension
+/// that Swift's Glibc module does not declare, so it is looked up at run time.
+func pin(to cpu: Int) {
+    typealias SetAffinity = @convention(c) (pthread_t, Int, UnsafeRawPointer) -> Int32
+    guard sysconf(Int32(_SC_NPROCESSORS_ONLN)) > cpu,
+        let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_setaffinity_np")
+    else { return }
+    var set = cpu_set_t()
+    withUnsafeMutableBytes(of: &set) { $0.storeBytes(of: UInt64(1) << UInt64(cpu), as: UInt64.self) }
+    _ = withUnsafeBytes(of: &set) { bytes in
+        unsafeBitCast(symbol, to: SetAffinity.self)(pthread_self(), bytes.count, bytes.baseAddress!)
     }
-    var pair: (LoopHandle, LoopSource)?
-    while pair == nil { pair = ready.withLock { $0 }; sched_yield() }
-    let (handle, source) = pair!
-    let base = recorder.received.load(ordering: .acquiring)
-    for i in 1...count {
-        waitUntilSleeping { handle.isWaiting }
-        recorder.send { handle.signal(source) }
-        recorder.waitFor(base + i)
-    }
-    waitUntilSleeping { handle.isWaiting }
-    handle.stop()
-    pthread_join(thread, nil)
 }
 
-/// The C API called directly: `rl_source_create` with a C perform, `rl_source_signal` +
-/// `rl_loop_wakeup`.
-struct CLoop: @unchecked Sendable {
+/// The C API's side of the paired run: a loop and a source made with `rl_source_create` and a
+/// `@convention(c)` perform, signalled with `rl_source_signal` + `rl_loop_wakeup`.
+struct CSide: @unchecked Sendable {
     // @unchecked: raw pointers to C objects whose functions used here are thread-safe.
     let loop: OpaquePointer
     let source: OpaquePointer
 }
 
-func cWakeups(_ count: Int, into recorder: Recorder) {
-    let ready = Mutex<CLoop?>(nil)
+/// The Swift layer's side: a `LoopSource` signalled through a `LoopHandle`.
+struct SwiftSide: Sendable {
+    let handle: LoopHandle
+    let source: LoopSource
+}
+
+/// One way of waking the receiver: its recorder, how to see that the loop sleeps, how to signal.
+struct Variant {
+    let recorder: Recorder
+    let isWaiting: () -> Bool
+    let signal: () -> Void
+}
+
+/// One wakeup sample. Every variant goes through this one function, so that the only code that
+/// differs between them is the API calls in their closures. (With a copy of this code per
+/// variant, two variants signalling identical C sources measured 2-5% apart: the sender's code
+/// placement shifted when the signal left by a few hundred nanoseconds, and on this VM that
+/// changes how fast the receiving vCPU wakes.)
+@inline(never)
+func sample(_ variant: Variant) {
+    let base = variant.recorder.received.load(ordering: .acquiring)
+    waitUntilSleeping(variant.isWaiting)
+    variant.recorder.send(variant.signal)
+    variant.recorder.waitFor(base + 1)
+}
+
+/// A C source in the current thread's loop whose perform records into `recorder`.
+func makeCSource(recordingInto recorder: Recorder) -> CSide {
+    var context = rl_source_context_t()
+    context.info = Unmanaged.passUnretained(recorder).toOpaque()
+    context.perform = { info in Unmanaged<Recorder>.fromOpaque(info!).takeUnretainedValue().record() }
+    let source = rl_source_create(0, &context)!
+    let loop: OpaquePointer = rl_loop_get_current()
+    rl_loop_add_source(loop, source, RL_DEFAULT_MODE)
+    return CSide(loop: loop, source: source)
+}
+
+/// Cross-thread wakeups through the Swift layer and the C API, interleaved sample by sample on
+/// the same two threads, with a control.
+///
+/// One receiver thread runs its loop (`Loop.run()`, which is `rl_run`) with three sources: a
+/// `LoopSource`, a C source, and a second C source, the control. The sender takes them in turn,
+/// one wakeup at a time, each after the receiver has gone to sleep. Every variant thus sees the
+/// same threads, the same CPU placement and the same moment's noise; what differs is exactly
+/// the wrapper: `LoopHandle.signal` against `rl_source_signal` + `rl_loop_wakeup`, and the
+/// Swift callout (box, handle, closure) against a C function. The control is the C variant
+/// again: its ratio to the C variant is what the harness alone gives. `rotation` picks which
+/// variant leads each round.
+func interleavedWakeups(_ turns: Int, c: Recorder, swift: Recorder, control: Recorder, rotation: Int) {
+    let ready = Mutex<(CSide, CSide, SwiftSide)?>(nil)
     let thread = startThread {
-        let loop: OpaquePointer = rl_loop_get_current()
-        var context = rl_source_context_t()
-        context.info = Unmanaged.passUnretained(recorder).toOpaque()
-        context.perform = { info in Unmanaged<Recorder>.fromOpaque(info!).takeUnretainedValue().record() }
-        let source = rl_source_create(0, &context)!
-        rl_loop_add_source(loop, source, RL_DEFAULT_MODE)
-        ready.withLock { $0 = CLoop(loop: rl_retain(UnsafeMutableRawPointer(loop)).map(OpaquePointer.init)!, source: source) }
-        rl_run()
-        rl_source_invalidate(source)
-    }
-    var c: CLoop?
-    while c == nil { c = ready.withLock { $0 }; sched_yield() }
-    let pair = c!
-    let base = recorder.received.load(ordering: .acquiring)
-    for i in 1...count {
-        waitUntilSleeping { rl_loop_is_waiting(pair.loop) }
-        recorder.send {
-            rl_source_signal(pair.source)
-            rl_loop_wakeup(pair.loop)
+        pin(to: 1)
+        let loop = Loop.current
+        let source = LoopSource { _ in swift.record() }
+        try! loop.add(source, forMode: .default)
+        let cSide = makeCSource(recordingInto: c)
+        let controlSide = makeCSource(recordingInto: control)
+        ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop.handle, source: source)) }
+        try! loop.run()
+        source.invalidate()
+        for side in [cSide, controlSide] {
+            rl_source_invalidate(side.source)
+            rl_release(UnsafeMutableRawPointer(side.source))
         }
-        recorder.waitFor(base + i)
     }
-    waitUntilSleeping { rl_loop_is_waiting(pair.loop) }
-    rl_loop_stop(pair.loop)
+    var sides: (CSide, CSide, SwiftSide)?
+    while sides == nil { sides = ready.withLock { $0 }; sched_yield() }
+    let (cSide, controlSide, swiftSide) = sides!
+
+    func viaC(_ side: CSide, _ recorder: Recorder) -> Variant {
+        Variant(
+            recorder: recorder, isWaiting: { rl_loop_is_waiting(side.loop) },
+            signal: {
+                rl_source_signal(side.source)
+                rl_loop_wakeup(side.loop)
+            })
+    }
+    let viaSwift = Variant(
+        recorder: swift, isWaiting: { swiftSide.handle.isWaiting },
+        signal: { swiftSide.handle.signal(swiftSide.source) })
+    let variants = [viaC(cSide, c), viaSwift, viaC(controlSide, control)]
+    for _ in 0..<turns {
+        for k in 0..<variants.count { sample(variants[(k + rotation) % variants.count]) }
+    }
+    waitUntilSleeping { swiftSide.handle.isWaiting }
+    swiftSide.handle.stop()
     pthread_join(thread, nil)
-    rl_release(UnsafeMutableRawPointer(pair.source))
-    rl_release(UnsafeMutableRawPointer(pair.loop))
 }
 
 /// Foundation: RunLoop.perform from the sender, then _stop() to wake the loop (it has no public
@@ -161,6 +218,7 @@ final class FoundationReceiver: @unchecked Sendable {
 func foundationWakeups(_ count: Int, into recorder: Recorder) {
     let receiver = FoundationReceiver()
     let thread = startThread {
+        pin(to: 1)
         let runLoop = RunLoop.current
         let far = Timer(timeInterval: 1e9, repeats: false) { _ in }
         runLoop.add(far, forMode: .default)
@@ -193,58 +251,116 @@ func foundationWakeups(_ count: Int, into recorder: Recorder) {
     pthread_join(thread, nil)
 }
 
-// MARK: - Timer add + fire
+// MARK: - Timers
 
 final class Count: @unchecked Sendable {
     // @unchecked: only touched by the benchmark's one thread.
     var value = 0
 }
 
-func swiftTimers(_ count: Int) -> Double {
-    let loop = Loop.current
-    let fired = Count()
-    let start = nowNanos()
-    for _ in 0..<count {
-        let timer = try! LoopTimer(fireAt: LoopInstant(monotonicSeconds: 0)) { _ in fired.value += 1 }
-        try! loop.add(timer, forMode: .default)
-        try! loop.run(mode: .default, for: .zero)
-    }
-    let elapsed = nowNanos() - start
-    precondition(fired.value == count)
-    return Double(elapsed) / Double(count)
+/// Nanoseconds per timer, three ways.
+struct TimerCosts {
+    /// Create a one-shot timer and release it, never added to a loop.
+    var create = 0.0
+    /// Add a timer made beforehand to the loop, and fire it (one polling pass per batch).
+    var addFire = 0.0
+    /// A one-shot timer's whole life: create, add, fire in a pass of its own, release.
+    var life = 0.0
 }
 
-func cTimers(_ count: Int) -> Double {
+/// One API's timers: how to make a due one-shot timer, add it, run one polling pass, and let go
+/// of the caller's reference. Every variant runs through the one `measure` below, so the
+/// harness's own cost (the closure calls) is the same for all.
+struct TimerAPI<Item> {
+    let fired: Count
+    let make: () -> Item
+    let add: (Item) -> Void
+    let pass: () -> Void
+    /// Gives back the caller's reference (C); the Swift handles go when the array lets go.
+    let drop: (Item) -> Void
+
+    @inline(never)
+    func measure(_ count: Int, batch: Int) -> TimerCosts {
+        var costs = TimerCosts()
+        var timers: [Item] = []
+        timers.reserveCapacity(batch)
+        let batches = max(1, count / batch)
+        let before = fired.value
+
+        var start = nowNanos()
+        for _ in 0..<batches {
+            for _ in 0..<batch { timers.append(make()) }
+            for timer in timers { drop(timer) }
+            timers.removeAll(keepingCapacity: true)
+        }
+        costs.create = Double(nowNanos() - start) / Double(batches * batch)
+
+        var elapsed: UInt64 = 0
+        for _ in 0..<batches {
+            for _ in 0..<batch { timers.append(make()) }
+            start = nowNanos()
+            for timer in timers { add(timer) }
+            pass()
+            elapsed += nowNanos() - start
+            for timer in timers { drop(timer) }
+            timers.removeAll(keepingCapacity: true)
+        }
+        costs.addFire = Double(elapsed) / Double(batches * batch)
+
+        start = nowNanos()
+        for _ in 0..<batches * batch {
+            let timer = make()
+            add(timer)
+            drop(timer)
+            pass()
+        }
+        costs.life = Double(nowNanos() - start) / Double(batches * batch)
+        return fired.value - before == 2 * batches * batch ? costs : TimerCosts(create: .nan, addFire: .nan, life: .nan)
+    }
+}
+
+func swiftTimers(_ count: Int) -> TimerCosts {
+    let loop = Loop.current
+    let fired = Count()
+    let due = LoopInstant(monotonicSeconds: 0)
+    return TimerAPI<LoopTimer>(
+        fired: fired,
+        make: { try! LoopTimer(fireAt: due) { _ in fired.value += 1 } },
+        add: { try! loop.add($0, forMode: .default) },
+        pass: { try! loop.run(mode: .default, for: .zero) },
+        drop: { _ in }
+    ).measure(count, batch: 1000)
+}
+
+func cTimers(_ count: Int) -> TimerCosts {
     let loop: OpaquePointer = rl_loop_get_current()
     let fired = Count()
     var context = rl_context_t()
     context.info = Unmanaged.passUnretained(fired).toOpaque()
-    let start = nowNanos()
-    for _ in 0..<count {
-        let timer = rl_timer_create(0, 0, 0, { _, info in
-            Unmanaged<Count>.fromOpaque(info!).takeUnretainedValue().value += 1
-        }, &context)!
-        rl_loop_add_timer(loop, timer, RL_DEFAULT_MODE)
-        rl_release(UnsafeMutableRawPointer(timer))
-        rl_run_in_mode(RL_DEFAULT_MODE, 0, false)
-    }
-    let elapsed = nowNanos() - start
-    precondition(fired.value == count)
-    return Double(elapsed) / Double(count)
+    return TimerAPI<OpaquePointer>(
+        fired: fired,
+        make: {
+            rl_timer_create(0, 0, 0, { _, info in
+                Unmanaged<Count>.fromOpaque(info!).takeUnretainedValue().value += 1
+            }, &context)!
+        },
+        add: { rl_loop_add_timer(loop, $0, RL_DEFAULT_MODE) },
+        pass: { rl_run_in_mode(RL_DEFAULT_MODE, 0, false) },
+        drop: { rl_release(UnsafeMutableRawPointer($0)) }
+    ).measure(count, batch: 1000)
 }
 
-func foundationTimers(_ count: Int) -> Double {
+func foundationTimers(_ count: Int) -> TimerCosts {
     let runLoop = RunLoop.current
     let fired = Count()
     let past = Date(timeIntervalSinceNow: -1)
-    let start = nowNanos()
-    for _ in 0..<count {
-        let timer = Timer(fire: past, interval: 0, repeats: false) { _ in fired.value += 1 }
-        runLoop.add(timer, forMode: .default)
-        _ = runLoop.run(mode: .default, before: past)
-    }
-    let elapsed = nowNanos() - start
-    return fired.value == count ? Double(elapsed) / Double(count) : .nan
+    return TimerAPI<Timer>(
+        fired: fired,
+        make: { Timer(fire: past, interval: 0, repeats: false) { _ in fired.value += 1 } },
+        add: { runLoop.add($0, forMode: .default) },
+        pass: { _ = runLoop.run(mode: .default, before: past) },
+        drop: { _ in }
+    ).measure(count, batch: 250)
 }
 
 // MARK: - Run
@@ -258,34 +374,36 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
 
 let swiftRecorder = Recorder(), cRecorder = Recorder(), foundationRecorder = Recorder()
+let controlRecorder = Recorder()
 var swiftTimer: [Double] = [], cTimer: [Double] = [], foundationTimer: [Double] = []
 
 // The timer runs happen on a thread of their own, with a fresh loop.
-let timerResults = Mutex<([Double], [Double], [Double])>(([], [], []))
+let timerResults = Mutex<([TimerCosts], [TimerCosts], [TimerCosts])>(([], [], []))
+
+pin(to: 0)
 
 // Warm-up.
-progress("warm-up: C")
-cWakeups(20, into: Recorder())
-progress("warm-up: Swift")
-swiftWakeups(20, into: Recorder())
+progress("warm-up: C and Swift")
+interleavedWakeups(20, c: Recorder(), swift: Recorder(), control: Recorder(), rotation: 0)
 progress("warm-up: Foundation")
 foundationWakeups(20, into: Recorder())
 progress("rounds")
 
 for round in 0..<rounds {
-    // Alternate which variant goes first, so that neither always gets the warmer (or colder)
-    // machine state of a round's start.
-    if round % 2 == 0 {
-        cWakeups(wakeupsPerRound, into: cRecorder)
-        swiftWakeups(wakeupsPerRound, into: swiftRecorder)
-    } else {
-        swiftWakeups(wakeupsPerRound, into: swiftRecorder)
-        cWakeups(wakeupsPerRound, into: cRecorder)
-    }
+    // Each round has a new receiver thread (a new placement) and another variant leading.
+    interleavedWakeups(
+        wakeupsPerRound, c: cRecorder, swift: swiftRecorder, control: controlRecorder, rotation: round)
     foundationWakeups(wakeupsPerRound, into: foundationRecorder)
     let t = startThread {
-        let c = cTimers(timersPerRound)
-        let s = swiftTimers(timersPerRound)
+        // Alternate which variant goes first: neither always gets the warmer caches.
+        let c: TimerCosts, s: TimerCosts
+        if round % 2 == 0 {
+            c = cTimers(timersPerRound)
+            s = swiftTimers(timersPerRound)
+        } else {
+            s = swiftTimers(timersPerRound)
+            c = cTimers(timersPerRound)
+        }
         let f = foundationTimers(timersPerRound / 4)
         timerResults.withLock { $0.0.append(c); $0.1.append(s); $0.2.append(f) }
     }
@@ -293,35 +411,57 @@ for round in 0..<rounds {
 }
 
 let (cT, sT, fT) = timerResults.withLock { $0 }
+/// The median over rounds of one timer figure.
+func timerMedian(_ costs: [TimerCosts], _ figure: KeyPath<TimerCosts, Double>) -> Double {
+    median(costs.map { $0[keyPath: figure] })
+}
+let timerRows: [(name: String, key: String, figure: KeyPath<TimerCosts, Double>)] = [
+    ("timer create+release", "timer_create_release", \.create),
+    ("timer add+fire (made beforehand)", "timer_add_fire", \.addFire),
+    ("timer one-shot life (all four)", "timer_one_shot_life", \.life),
+]
 let cS = cRecorder.samples.withLock { $0 }
 let sS = swiftRecorder.samples.withLock { $0 }
 let fS = foundationRecorder.samples.withLock { $0 }
+let kS = controlRecorder.samples.withLock { $0 }
 
-func row(_ name: String, _ c: Double, _ s: Double, _ f: Double, unit: String) -> String {
-    func fmt(_ v: Double) -> String { String(format: "%10.2f", v) }
-    return "\(name.padding(toLength: 34, withPad: " ", startingAt: 0))\(fmt(c))\(fmt(s))  \(String(format: "%6.3f", s / c))\(fmt(f))   \(unit)"
+func fmt(_ v: Double) -> String { String(format: "%10.2f", v) }
+func ratio(_ v: Double) -> String { String(format: "%8.3f", v) }
+
+/// A row: the C API, the Swift layer, their ratio, the control's ratio to the C API (what the
+/// harness alone gives; "-" where there is none), and Foundation.
+func row(_ name: String, _ c: Double, _ s: Double, _ f: Double, control k: Double?, unit: String) -> String {
+    name.padding(toLength: 34, withPad: " ", startingAt: 0) + fmt(c) + fmt(s) + ratio(s / c)
+        + (k.map { ratio($0 / c) } ?? "       -") + fmt(f) + "   " + unit
 }
 
 print("swift-wrapper-bench\(quick ? " --quick" : ""): \(rounds) rounds; \(cS.count) wakeups and \(timersPerRound * rounds) timers per variant")
-print("measure".padding(toLength: 34, withPad: " ", startingAt: 0) + "     C API     Swift  Swift/C  Foundation")
-print(row("wakeup latency p50 (signal+wake)", percentile(cS, 0.5), percentile(sS, 0.5), percentile(fS, 0.5), unit: "us"))
-print(row("wakeup latency p99 (signal+wake)", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), unit: "us"))
-print(row("timer add+fire (median of rounds)", median(cT), median(sT), median(fT), unit: "ns/op"))
+print("measure".padding(toLength: 34, withPad: " ", startingAt: 0) + "     C API     Swift Swift/C control  Foundation")
+print(row("wakeup latency p50 (signal+wake)", percentile(cS, 0.5), percentile(sS, 0.5), percentile(fS, 0.5), control: percentile(kS, 0.5), unit: "us"))
+print(row("wakeup latency p99 (signal+wake)", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), control: percentile(kS, 0.99), unit: "us"))
+for (name, _, figure) in timerRows {
+    print(row(name, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, unit: "ns/op"))
+}
+print("control: a second C source woken the same way as the C API's, over the C API's figure (the harness's own spread).")
+print("timers: medians over rounds; add+fire adds 1000 due timers and fires them in one polling pass;")
+print("one-shot life is create, add, release, and a polling pass of its own, per timer.")
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
-print("The Foundation timer figure leaks each Timer (a Foundation bug), so it includes that cost.")
+print("Foundation's timer figures include leaking each Timer (a Foundation bug).")
 
 // --json PATH: the same figures, machine-readable, for benchmarks/run.
 if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < CommandLine.arguments.count {
-    func entry(_ name: String, _ c: Double, _ s: Double, _ f: Double, _ unit: String) -> String {
-        "  \"\(name)\": {\"c_api\": \(c), \"swift_layer\": \(s), \"swift_over_c\": \(s / c), \"foundation\": \(f), \"unit\": \"\(unit)\"}"
+    func entry(_ name: String, _ c: Double, _ s: Double, _ f: Double, control k: Double?, _ unit: String) -> String {
+        let control = k.map { ", \"control\": \($0), \"control_over_c\": \($0 / c)" } ?? ""
+        return "  \"\(name)\": {\"c_api\": \(c), \"swift_layer\": \(s), \"swift_over_c\": \(s / c)\(control), \"foundation\": \(f), \"unit\": \"\(unit)\"}"
     }
     let body = [
         "  \"quick\": \(quick)", "  \"rounds\": \(rounds)",
-        entry("wakeup_latency_p50", percentile(cS, 0.5), percentile(sS, 0.5), percentile(fS, 0.5), "us"),
-        entry("wakeup_latency_p99", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), "us"),
-        entry("timer_add_fire", median(cT), median(sT), median(fT), "ns/op"),
-    ].joined(separator: ",\n")
-    let text = "{\n\(body)\n}\n"
+        entry("wakeup_latency_p50", percentile(cS, 0.5), percentile(sS, 0.5), percentile(fS, 0.5), control: percentile(kS, 0.5), "us"),
+        entry("wakeup_latency_p99", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), control: percentile(kS, 0.99), "us"),
+    ] + timerRows.map { name, key, figure in
+        entry(key, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, "ns/op")
+    }
+    let text = "{\n\(body.joined(separator: ",\n"))\n}\n"
     let path = CommandLine.arguments[flag + 1]
     guard let file = fopen(path, "w") else { fatalError("swift-wrapper-bench: cannot write \(path)") }
     fputs(text, file)

@@ -46,6 +46,9 @@
  *   retains it; removing, invalidating or the loop's teardown releases it. When the last
  *   reference goes, the context's release(info) runs (if given), exactly once. The context
  *   structs are copied at creation; info is first passed to retain(info) when retain is set.
+ *   The loop holds a reference to an item for the whole of every callout to it, so its info
+ *   stays valid until the callout returns, even if the callout invalidates the item and drops
+ *   the caller's last reference.
  *
  * TIME
  *   Fire dates are absolute times in seconds on CLOCK_MONOTONIC, as returned by rl_time_now().
@@ -64,10 +67,12 @@
  * COSTS
  *   A pass is O(1) in the number of idle items: signalled sources are queued to their loop, due
  *   timers come off a heap, observers are skipped by a per-mode activity mask. A pass that only
- *   polls makes no system call unless fds are registered. A wakeup costs one write(2), and only
- *   when the loop sleeps. A loop that has just performed signalled sources looks for another
- *   wakeup for up to 5 microseconds before it sleeps, which keeps a busy producer from paying
- *   for a sleep and a wakeup per signal; an idle loop never spins.
+ *   polls makes no system call unless fds are registered. The timerfd is set only before the
+ *   loop sleeps, and only when its earliest deadline has changed, so timers added and fired by
+ *   polling passes cost no system call. A wakeup costs one write(2), and only when the loop
+ *   sleeps. A loop that has just performed signalled sources looks for another wakeup for up
+ *   to 5 microseconds before it sleeps, which keeps a busy producer from paying for a sleep
+ *   and a wakeup per signal; an idle loop never spins.
  *
  * ERRORS
  *   Functions returning int return 0 on success or a negative errno value:
@@ -176,9 +181,9 @@ RL_API void rl_release(void *object);
 /* The calling thread's loop, created on first use; borrowed (valid until the thread exits). */
 RL_API rl_loop_t *rl_loop_get_current(void);
 /* The loop of the process's main thread (the thread whose id is the process id), from any
- * thread; borrowed. Created on first use. */
+ * thread; borrowed. Created on first use (under a lock); after that, one atomic load. */
 RL_API rl_loop_t *rl_loop_get_main(void);
-/* True when loop is the calling thread's loop. */
+/* True when loop is the calling thread's loop. Lock-free. */
 RL_API bool rl_loop_is_current(rl_loop_t *loop);
 
 /* Run the current thread's loop in RL_DEFAULT_MODE until it is stopped or its mode is empty:
