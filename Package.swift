@@ -54,10 +54,10 @@ let package = Package(
             dependencies: ["RunLoop"],
             path: "Tests/MainQueueProbe"
         ),
-        // Swift Testing tests of the Swift layer.
+        // Swift Testing tests of the Swift layer (CRunLoopCore: to count C references).
         .testTarget(
             name: "RunLoopTests",
-            dependencies: ["RunLoop", "MainQueueProbe"],
+            dependencies: ["RunLoop", "CRunLoopCore", "MainQueueProbe"],
             path: "Tests/RunLoopTests"
         ),
         // The wrapper-cost benchmark: `swift run -c release swift-wrapper-bench [--quick]`.
