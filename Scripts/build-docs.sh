@@ -28,10 +28,18 @@ if [ -z "${DOCC:-}" ]; then
     fi
 fi
 
-rm -rf "$graphs"
-mkdir -p "$graphs"
-"$SWIFT" build --scratch-path "$scratch" --target RunLoop \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
+# The graphs come out only when RunLoop compiles, so they are kept between runs: an up-to-date
+# build emits nothing, and the graphs of its last compile still match the sources. If they are
+# missing anyway, or the scratch folder is broken, start from an empty one.
+build() {
+    mkdir -p "$graphs"
+    "$SWIFT" build --scratch-path "$scratch" --target RunLoop \
+        -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
+}
+if ! build || [ ! -f "$graphs/RunLoop.symbols.json" ]; then
+    rm -rf "$scratch"
+    build
+fi
 # Only this module's graphs (RunLoop.symbols.json and its extension graphs RunLoop@*.json).
 find "$graphs" -name '*.symbols.json' ! -name 'RunLoop.symbols.json' ! -name 'RunLoop@*' -delete
 
