@@ -15,9 +15,13 @@ PKG_CONFIG ?= pkg-config
 VALGRIND ?= valgrind
 
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror -fvisibility=hidden -fPIC -D_GNU_SOURCE -pthread
-# Appended to CFLAGS and to link lines: EXTRA_CFLAGS for you, SANFLAGS for the sanitizer builds.
+# Appended to CFLAGS and to link lines: EXTRA_CFLAGS for you, SANFLAGS for the sanitizer builds,
+# DEBUGFLAGS=-DRL_DEBUG for a debug build of the core (it checks its invariants after every change
+# of membership, and the C tests check them after every step; `make test` uses it for the clang,
+# ASan and TSan runs, and keeps the gcc run a release build).
 EXTRA_CFLAGS =
 SANFLAGS =
+DEBUGFLAGS =
 LDFLAGS =
 LDLIBS = -pthread -lm
 
@@ -60,7 +64,7 @@ SHARED_LINKS := $(BUILD)/libcrunloop.so.$(MAJOR) $(BUILD)/libcrunloop.so
 RUNNER := $(BUILD)/runner
 PC_FILE := $(BUILD)/crunloop.pc
 
-ALL_CFLAGS = $(CFLAGS) $(EXTRA_CFLAGS) $(SANFLAGS)
+ALL_CFLAGS = $(CFLAGS) $(DEBUGFLAGS) $(EXTRA_CFLAGS) $(SANFLAGS)
 CORE_CPPFLAGS = -ISources/CRunLoopCore/include
 TEST_CPPFLAGS = -ISources/CRunLoopCore/include -ITests/CRunLoopCoreSuite/include
 
@@ -164,13 +168,13 @@ swift-sanitize:
 
 test:
 	$(MAKE) --no-print-directory check CC=gcc
-	$(MAKE) --no-print-directory check CC=clang BUILD=build/clang
+	$(MAKE) --no-print-directory check CC=clang BUILD=build/clang DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory install-check CC=gcc
 	$(MAKE) --no-print-directory conformance CC=gcc
 	$(MAKE) --no-print-directory swift-test
 	$(MAKE) --no-print-directory swift-sanitize
-	$(MAKE) --no-print-directory check-asan
-	$(MAKE) --no-print-directory check-tsan
+	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
+	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory bench-smoke
 
@@ -233,6 +237,9 @@ clean:
 	rm -rf build
 
 FORCE:
+
+# Jobs with a makefile of their own (mk/*.mk): the fuzzer, fault injection, stress.
+include $(wildcard mk/*.mk)
 
 # ---- Benchmarks (benchmarks/README.md): builds the core -O2 into build/bench and runs them all --
 

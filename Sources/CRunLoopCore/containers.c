@@ -26,10 +26,10 @@ int rl_ptrvec_grow_and_push(rl_ptrvec *v, void *item) {
         size_t cap = v->capacity * 2;
         void **grown;
         if (v->items == v->inline_items) {
-            grown = malloc(cap * sizeof *grown);
+            grown = rl_malloc(cap * sizeof *grown);
             if (grown) memcpy(grown, v->items, v->count * sizeof *grown);
         } else {
-            grown = realloc(v->items, cap * sizeof *grown);
+            grown = rl_realloc(v->items, cap * sizeof *grown);
         }
         if (!grown) return -ENOMEM;
         v->items = grown;
@@ -65,7 +65,7 @@ static inline size_t slot_of(const void *item, size_t capacity) {
 
 static int grow(rl_ptrset *s) {
     size_t cap = s->capacity ? s->capacity * 2 : 8;
-    void **slots = calloc(cap, sizeof *slots);
+    void **slots = rl_calloc(cap, sizeof *slots);
     if (!slots) return -ENOMEM;
     for (size_t i = 0; i < s->capacity; i++) {
         void *item = s->slots[i];
@@ -127,4 +127,47 @@ void rl_ptrset_free(rl_ptrset *s) {
     free(s->slots);
     s->slots = NULL;
     s->count = s->capacity = 0;
+}
+
+/* Insertion sort: stable, in place, for short runs and as the fallback when scratch is missing. */
+static void insertion_sort(void **items, size_t n, bool (*less)(const void *, const void *)) {
+    for (size_t i = 1; i < n; i++) {
+        void *x = items[i];
+        size_t j = i;
+        for (; j > 0 && less(x, items[j - 1]); j--) items[j] = items[j - 1];
+        items[j] = x;
+    }
+}
+
+void rl_ptrvec_sort_stable(rl_ptrvec *v, bool (*less)(const void *, const void *), rl_ptrvec *scratch) {
+    size_t n = v->count;
+    if (n < 2) return;
+    /* Already sorted (the usual case: equal orders) costs one look at each. */
+    size_t k = 1;
+    while (k < n && !less(v->items[k], v->items[k - 1])) k++;
+    if (k == n) return;
+    enum { RUN = 16 };
+    scratch->count = 0;
+    while (scratch->count < n && rl_ptrvec_push(scratch, NULL) == 0) {}
+    if (scratch->count < n) { /* out of memory: still stable, only slower */
+        insertion_sort(v->items, n, less);
+        scratch->count = 0;
+        return;
+    }
+    for (size_t i = 0; i < n; i += RUN) insertion_sort(v->items + i, n - i < RUN ? n - i : RUN, less);
+    void **from = v->items, **to = scratch->items;
+    for (size_t width = RUN; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) to[o++] = less(from[b], from[a]) ? from[b++] : from[a++];
+            while (a < mid) to[o++] = from[a++];
+            while (b < hi) to[o++] = from[b++];
+        }
+        void **t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v->items) memcpy(v->items, from, n * sizeof *from);
+    scratch->count = 0;
 }

@@ -30,7 +30,7 @@ __attribute__((format(printf, 2, 3))) static void put(out_t *o, const char *form
             return;
         }
         size_t cap = (o->capacity + (size_t)n + 1) * 2;
-        char *grown = realloc(o->text, cap);
+        char *grown = rl_realloc(o->text, cap);
         if (!grown) {
             o->failed = true;
             return;
@@ -44,8 +44,9 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
     put(o, "  mode \"%s\"%s%s%s\n", m->name, m->common ? " (common)" : "",
         loop->run && loop->run->mode == m ? " (running)" : "",
         rl_mode_is_empty(m) ? " empty" : "");
+    if (atomic_load(&m->blocks.count)) put(o, "    %zu block(s) queued for it\n", atomic_load(&m->blocks.count));
     if (!rl_mode_is_empty(m))
-        put(o, "    not empty because of %zu source(s) and %zu timer(s)\n", m->source_count, m->timers.count);
+        put(o, "    not empty because of %zu source(s) and %zu timer(s)\n", m->sources.count, m->timers.count);
     for (size_t i = 0; i < m->sources.capacity; i++) {
         rl_source_t *s = m->sources.slots[i];
         if (!s) continue;
@@ -94,11 +95,12 @@ char *rl_loop_copy_description(rl_loop_t *loop) {
     }
     put(&o, "\n  common items: %zu source(s), %zu timer(s), %zu observer(s)\n", loop->common_sources.count,
         loop->common_timers.count, loop->common_observers.count);
-    size_t blocks = 0;
-    for (rl_block *b = loop->blocks_head; b; b = b->next) blocks++;
-    put(&o, "  queued blocks: %zu, signalled sources waiting for their mode: %zu%s, timerfd armed at %.6f\n",
-        blocks, loop->deferred.count, atomic_load(&loop->signalled) ? " (more just signalled)" : "",
-        loop->wait.armed);
+    size_t deferred = 0;
+    for (const rl_link *l = loop->deferred; l; l = l->next) deferred++;
+    put(&o, "  queued blocks: %zu (%zu for the common modes), signalled sources waiting for their mode: "
+            "%zu%s, timerfd armed at %.6f\n",
+        atomic_load(&loop->blocks_hint), atomic_load(&loop->common_blocks.count), deferred,
+        atomic_load(&loop->signalled) ? " (more just signalled)" : "", loop->wait.armed);
     for (size_t i = 0; i < loop->modes.count; i++) describe_mode(&o, loop, loop->modes.items[i], now);
     put(&o, "  counters: passes %llu, waits %llu, wakeups %llu, wakeup writes %llu, timers fired %llu, "
             "sources performed %llu, time waiting %.6f s, time in callouts %.6f s\n}\n",

@@ -5,10 +5,24 @@
  *
  * Sources of every mode share the set. When a ready fd has no taker in the running mode (its
  * sources are all in other modes) its registration is narrowed to the running mode's interest
- * ("parked") so that a level-triggered fd cannot spin the loop; every run entry and exit
- * restores parked fds. Each registration carries a generation in epoll's data, so an event
- * still queued for an fd that was removed (and perhaps reused) is dropped.
+ * ("parked"; with no interest at all, edge-triggered, so a hang-up is reported once) so that a
+ * level-triggered fd cannot spin the loop; every run entry and exit restores parked fds. Each
+ * registration carries a generation in epoll's data, so an event still queued for an fd that was
+ * removed (and perhaps reused) is dropped.
  *
+ * Closed while registered. epoll keys a registration by (file, fd number) and drops it when the
+ * file is closed, so a user who closes an fd before removing its source leaves a source whose
+ * file is gone, and the number may come back for another file. We find out when the kernel
+ * says so: an EPOLL_CTL_MOD that answers ENOENT or EBADF (the file at that number is not the one
+ * registered). Every source that was live on the fd then becomes stale: it stays attached (so
+ * that removing it works as usual) but never counts toward the registration and never receives
+ * an event. Adding a second source on a registered fd probes with a MOD, so a new file on a
+ * reused number gets a registration of its own. A stale registration the kernel keeps (the old
+ * file is still open through a dup elsewhere) keeps reporting events that match no registration
+ * of ours; when one repeats on consecutive waits, the epoll set is rebuilt from the table, as
+ * libev does, which drops it.
+ *
+ * Stale is a bit in the stored pointer (sources are 64-byte aligned), so marking never allocates.
  * All functions: loop locked.
  */
 #include "internal.h"
@@ -17,6 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define STALE ((uintptr_t)1)
+
+static rl_source_t *source_of(void *entry) { return (rl_source_t *)((uintptr_t)entry & ~STALE); }
+static bool is_stale(void *entry) { return (uintptr_t)entry & STALE; }
+
 static rl_fd_watch *watch_for(rl_loop_t *loop, int fd, bool create) {
     rl_fd_table *t = &loop->fds;
     if (fd < 0) return NULL;
@@ -24,7 +43,7 @@ static rl_fd_watch *watch_for(rl_loop_t *loop, int fd, bool create) {
         if (!create) return NULL;
         size_t size = t->size ? t->size : 64;
         while (size <= (size_t)fd) size *= 2;
-        rl_fd_watch *grown = realloc(t->watches, size * sizeof *grown);
+        rl_fd_watch *grown = rl_realloc(t->watches, size * sizeof *grown);
         if (!grown) return NULL;
         memset(grown + t->size, 0, (size - t->size) * sizeof *grown);
         t->watches = grown;
@@ -33,12 +52,24 @@ static rl_fd_watch *watch_for(rl_loop_t *loop, int fd, bool create) {
     return &t->watches[fd];
 }
 
-static size_t source_count(const rl_fd_watch *w) {
+static size_t entry_count(const rl_fd_watch *w) {
     return (w->first != NULL) + (w->more ? w->more->count : 0);
 }
 
-static rl_source_t *source_at(const rl_fd_watch *w, size_t i) {
-    return i == 0 ? w->first : w->more->items[i - 1];
+static void **entry_at(rl_fd_watch *w, size_t i) { return i == 0 ? &w->first : &w->more->items[i - 1]; }
+
+/* The union of the live sources' interests, and how many live sources there are. */
+static unsigned live_interest(rl_fd_watch *w, size_t *live) {
+    unsigned events = 0;
+    size_t n = entry_count(w);
+    *live = 0;
+    for (size_t i = 0; i < n; i++) {
+        void *e = *entry_at(w, i);
+        if (is_stale(e)) continue;
+        (*live)++;
+        events |= atomic_load_explicit(&source_of(e)->events, memory_order_relaxed);
+    }
+    return events;
 }
 
 static void unpark_one(rl_loop_t *loop, rl_fd_watch *w, int fd) {
@@ -47,116 +78,224 @@ static void unpark_one(rl_loop_t *loop, rl_fd_watch *w, int fd) {
     rl_ptrvec_remove(&loop->fds.parked, (void *)(uintptr_t)fd);
 }
 
-static int apply(rl_loop_t *loop, rl_fd_watch *w, int fd, bool wanted, unsigned events) {
-    if (!wanted) {
-        if (w->in_set) {
-            rl_wait_unwatch(&loop->wait, fd);
-            loop->fds.in_set--;
-        }
-        w->in_set = false;
-        w->registered = 0;
-        return 0;
+/* The file registered at fd is gone: its live sources become stale; nothing is registered. */
+static void forget_file(rl_loop_t *loop, rl_fd_watch *w, int fd) {
+    size_t n = entry_count(w);
+    for (size_t i = 0; i < n; i++) {
+        void **e = entry_at(w, i);
+        *e = (void *)((uintptr_t)*e | STALE);
     }
-    if (w->in_set && w->registered == events) return 0;
-    bool add = !w->in_set;
-    if (add) w->gen = ++loop->fds.next_gen ? loop->fds.next_gen : ++loop->fds.next_gen;
-    int rc = rl_wait_watch(&loop->wait, fd, events, w->gen, add);
+    unpark_one(loop, w, fd);
+    if (w->in_set) loop->fds.in_set--;
+    w->in_set = false;
+    w->registered = 0;
+}
+
+static bool file_gone(int rc) { return rc == -ENOENT || rc == -EBADF; }
+
+/* Change what the registration at fd watches (in the set already). A vanished file makes the
+ * watch's sources stale and returns -EBADF. */
+static int modify(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events) {
+    if (w->registered == events) return 0;
+    int rc = rl_wait_watch(&loop->wait, fd, events, w->gen, false);
+    if (file_gone(rc)) {
+        forget_file(loop, w, fd);
+        return -EBADF;
+    }
+    if (rc == 0) w->registered = events;
+    return rc;
+}
+
+/* Register the file now at fd, under a new generation. */
+static int register_fd(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events) {
+    uint32_t gen = ++loop->fds.next_gen ? loop->fds.next_gen : ++loop->fds.next_gen;
+    int rc = rl_wait_watch(&loop->wait, fd, events, gen, true);
     if (rc) return rc;
-    if (add) loop->fds.in_set++;
-    w->in_set = true;
+    w->gen = gen;
     w->registered = events;
+    w->in_set = true;
+    loop->fds.in_set++;
     return 0;
 }
 
-int rl_fd_table_refresh(rl_loop_t *loop, int fd) {
-    rl_fd_watch *w = watch_for(loop, fd, false);
-    if (!w) return 0;
-    unsigned events = 0;
-    size_t n = source_count(w);
-    for (size_t i = 0; i < n; i++)
-        events |= atomic_load_explicit(&source_at(w, i)->events, memory_order_relaxed);
+/* Bring the registration in line with the live sources' interests (and unpark it). */
+static int refresh(rl_loop_t *loop, rl_fd_watch *w, int fd) {
+    size_t live;
+    unsigned events = live_interest(w, &live);
     unpark_one(loop, w, fd);
-    return apply(loop, w, fd, n > 0, events);
+    if (!w->in_set) return 0;
+    if (live == 0) {
+        rl_wait_unwatch(&loop->wait, fd);
+        w->in_set = false;
+        w->registered = 0;
+        loop->fds.in_set--;
+        return 0;
+    }
+    /* A registration parked with no interest is edge-triggered: re-arm it even if the
+     * interest did not change. */
+    if (events == 0) w->registered = ~0u;
+    return modify(loop, w, fd, events);
 }
 
-static void take_out(rl_fd_watch *w, rl_source_t *source) {
-    if (w->first == source) {
-        w->first = NULL;
-        if (w->more && w->more->count) {
-            w->first = w->more->items[w->more->count - 1];
-            w->more->count--;
+int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
+    int fd = source->fd;
+    rl_fd_watch *w = watch_for(loop, fd, true);
+    if (!w) return -ENOMEM;
+    /* Room first, so that nothing below can fail after the kernel said yes. */
+    if (w->first && !w->more) {
+        if (!(w->more = rl_malloc(sizeof *w->more))) return -ENOMEM;
+        rl_ptrvec_init(w->more);
+    }
+    if (w->first && w->more->count == w->more->capacity) {
+        if (rl_ptrvec_push(w->more, NULL)) return -ENOMEM;
+        w->more->count--;
+    }
+    unsigned events = atomic_load_explicit(&source->events, memory_order_relaxed);
+    int rc = 0;
+    if (w->in_set) {
+        /* Is the file at fd still the one registered? A MOD finds out (and widens the interest). */
+        size_t live;
+        unsigned want = live_interest(w, &live) | events;
+        rc = rl_wait_watch(&loop->wait, fd, want, w->gen, false);
+        if (rc == 0) {
+            unpark_one(loop, w, fd);
+            w->registered = want;
+        } else if (file_gone(rc)) {
+            forget_file(loop, w, fd);
         }
-    } else if (w->more) {
-        rl_ptrvec_remove(w->more, source);
+    }
+    if (!w->in_set) rc = register_fd(loop, w, fd, events);
+    if (rc) return rc;
+    if (!w->first) w->first = source;
+    else w->more->items[w->more->count++] = source;
+    return 0;
+}
+
+void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source) {
+    rl_fd_watch *w = watch_for(loop, source->fd, false);
+    if (!w) return;
+    size_t n = entry_count(w);
+    bool was_live = false, found = false;
+    for (size_t i = 0; i < n && !found; i++) {
+        void **e = entry_at(w, i);
+        if (source_of(*e) != source) continue;
+        found = true;
+        was_live = !is_stale(*e);
+        void *last = *entry_at(w, n - 1);
+        *e = last; /* order among the sources of one fd does not matter: callouts are sorted */
+        if (n == 1) w->first = NULL;
+        else w->more->count--;
     }
     if (w->more && !w->more->count) {
         rl_ptrvec_free(w->more);
         free(w->more);
         w->more = NULL;
     }
+    if (found && was_live) (void)refresh(loop, w, source->fd);
 }
 
-int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
-    rl_fd_watch *w = watch_for(loop, source->fd, true);
-    if (!w) return -ENOMEM;
-    if (!w->first) {
-        w->first = source;
-    } else {
-        if (!w->more) {
-            if (!(w->more = malloc(sizeof *w->more))) return -ENOMEM;
-            rl_ptrvec_init(w->more);
-        }
-        if (rl_ptrvec_push(w->more, source)) return -ENOMEM;
-    }
-    int rc = rl_fd_table_refresh(loop, source->fd);
-    if (rc) {
-        take_out(w, source);
-        (void)rl_fd_table_refresh(loop, source->fd);
-    }
-    return rc;
-}
-
-void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source) {
+int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source) {
     rl_fd_watch *w = watch_for(loop, source->fd, false);
-    if (!w) return;
-    take_out(w, source);
-    (void)rl_fd_table_refresh(loop, source->fd);
+    if (!w) return 0;
+    size_t n = entry_count(w);
+    for (size_t i = 0; i < n; i++) {
+        void *e = *entry_at(w, i);
+        if (source_of(e) == source && is_stale(e)) return -EBADF;
+    }
+    return refresh(loop, w, source->fd);
 }
 
-void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event,
-                         rl_ptrvec *out, rl_ptrvec *out_events) {
-    rl_fd_watch *w = watch_for(loop, event->fd, false);
-    if (!w || !w->in_set || w->gen != event->gen) return; /* stale: removed or reused fd */
-    bool taken = false;
-    unsigned mode_interest = 0;
-    bool mode_has_source = false;
-    size_t n = source_count(w);
+bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source) {
+    rl_fd_watch *w = watch_for(loop, source->fd, false);
+    size_t n = w ? entry_count(w) : 0;
     for (size_t i = 0; i < n; i++) {
-        rl_source_t *s = source_at(w, i);
-        if (!atomic_load(&s->valid) || !rl_ptrset_contains(&mode->sources, s)) continue;
+        void *e = *entry_at(w, i);
+        if (source_of(e) == source) return is_stale(e);
+    }
+    return false;
+}
+
+/* An event that matches no registration of ours: remember it; one seen on two consecutive waits
+ * comes from a registration the kernel keeps for a file we can no longer name. */
+static bool repeated_stale(rl_fd_table *t, uint64_t tag) {
+    bool repeated = false;
+    for (size_t i = 0; i < t->stale_before; i++) repeated |= t->stale[i] == tag;
+    if (t->stale_now < RL_FD_STALE_TAGS) t->stale_next[t->stale_now++] = tag;
+    return repeated;
+}
+
+static void collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, rl_ptrvec *out,
+                    rl_ptrvec *out_events, bool *rebuild) {
+    rl_fd_watch *w = watch_for(loop, event->fd, false);
+    if (!w || !w->in_set || w->gen != event->gen) {
+        *rebuild |= repeated_stale(&loop->fds, ((uint64_t)event->gen << 32) | (uint32_t)event->fd);
+        return;
+    }
+    bool taken = false, mode_has_source = false;
+    unsigned mode_interest = 0;
+    size_t n = entry_count(w);
+    for (size_t i = 0; i < n; i++) {
+        void *e = *entry_at(w, i);
+        rl_source_t *s = source_of(e);
+        if (is_stale(e) || !atomic_load(&s->valid) || !rl_ptrset_contains(&mode->sources, s)) continue;
         unsigned interest = atomic_load_explicit(&s->events, memory_order_relaxed);
         mode_has_source = true;
         mode_interest |= interest;
         unsigned ev = event->events & (interest | RL_FD_ERROR);
         if (!ev) continue;
-        if (rl_ptrvec_push(out, rl_retain(s)) || rl_ptrvec_push(out_events, (void *)(uintptr_t)ev)) {
-            rl_release(s); /* out of memory: the event comes again, level-triggered */
-            if (out->count > out_events->count) out->count--;
+        if (rl_ptrvec_push(out, s)) continue; /* out of memory: level-triggered, it comes again */
+        if (rl_ptrvec_push(out_events, (void *)(uintptr_t)ev)) {
+            out->count--;
             continue;
         }
+        rl_retain(s);
         taken = true;
     }
     if (taken || w->parked) return;
     /* Nobody in this mode wants what is ready: narrow until the mode changes. */
-    if (apply(loop, w, event->fd, mode_has_source, mode_interest) == 0 &&
-        rl_ptrvec_push(&loop->fds.parked, (void *)(uintptr_t)event->fd) == 0)
-        w->parked = true;
+    if (rl_ptrvec_push(&loop->fds.parked, (void *)(uintptr_t)event->fd)) return;
+    unsigned narrowed = mode_has_source ? mode_interest : 0;
+    if (narrowed == 0) w->registered = ~0u; /* (re)register edge-triggered */
+    if (modify(loop, w, event->fd, narrowed) == 0 && w->in_set) w->parked = true;
+    else rl_ptrvec_remove(&loop->fds.parked, (void *)(uintptr_t)event->fd);
+}
+
+/* Register every watched fd in a new epoll set (rl_wait_renew made it). */
+static void register_all(rl_loop_t *loop) {
+    rl_fd_table *t = &loop->fds;
+    for (size_t fd = 0; fd < t->size; fd++) {
+        rl_fd_watch *w = &t->watches[fd];
+        if (!w->in_set) continue;
+        if (rl_wait_watch(&loop->wait, (int)fd, w->registered, w->gen, true)) forget_file(loop, w, (int)fd);
+    }
+}
+
+void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
+                         rl_ptrvec *out, rl_ptrvec *out_events) {
+    rl_fd_table *t = &loop->fds;
+    bool rebuild = false;
+    t->stale_now = 0;
+    for (int i = 0; i < n; i++)
+        if (events[i].fd >= 0) collect(loop, mode, &events[i], out, out_events, &rebuild);
+    memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);
+    t->stale_before = t->stale_now;
+    if (rebuild && rl_wait_renew(&loop->wait, false) == 0) {
+        register_all(loop);
+        t->stale_before = 0;
+    }
+}
+
+int rl_fd_table_renew(rl_loop_t *loop) {
+    int rc = rl_wait_renew(&loop->wait, true);
+    if (rc == 0) register_all(loop);
+    loop->fds.stale_before = 0;
+    return rc;
 }
 
 void rl_fd_table_unpark(rl_loop_t *loop) {
     while (loop->fds.parked.count) {
         int fd = (int)(uintptr_t)loop->fds.parked.items[loop->fds.parked.count - 1];
-        (void)rl_fd_table_refresh(loop, fd); /* unparks it */
+        (void)refresh(loop, &loop->fds.watches[fd], fd); /* unparks it */
     }
 }
 
@@ -170,4 +309,31 @@ void rl_fd_table_free(rl_loop_t *loop) {
     free(t->watches);
     rl_ptrvec_free(&t->parked);
     memset(t, 0, sizeof *t);
+}
+
+int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx) {
+    rl_fd_table *t = &loop->fds;
+    int bad = 0;
+    size_t in_set = 0;
+#define FD_CHECK(cond, what, a) do { if (!(cond)) { bad++; fail(ctx, what, (long)(a)); } } while (0)
+    for (size_t fd = 0; fd < t->size; fd++) {
+        rl_fd_watch *w = &t->watches[fd];
+        size_t n = entry_count(w), live;
+        unsigned interest = live_interest(w, &live);
+        FD_CHECK(w->first || !w->more || !w->more->count, "fd watch has sources in more but none first, fd", fd);
+        FD_CHECK(!w->more || w->more->count, "fd watch keeps an empty list, fd", fd);
+        FD_CHECK(w->in_set == (live > 0), "fd registered without live sources (or not with), fd", fd);
+        FD_CHECK(!w->parked || w->in_set, "parked fd not registered, fd", fd);
+        FD_CHECK(w->parked == rl_ptrvec_contains(&t->parked, (void *)(uintptr_t)fd), "parked flag and list disagree, fd", fd);
+        FD_CHECK(!w->in_set || w->parked || w->registered == interest, "registration is not the union of interests, fd", fd);
+        for (size_t i = 0; i < n; i++) {
+            rl_source_t *s = source_of(*entry_at(w, i));
+            FD_CHECK(s && s->version == 1 && s->fd == (int)fd, "fd watch holds a source of another fd, fd", fd);
+            FD_CHECK(s && rl_loop_holds_source(loop, s), "fd watch holds a source the loop does not hold, fd", fd);
+        }
+        in_set += w->in_set;
+    }
+    FD_CHECK(in_set == t->in_set, "count of registered fds is off by", (long)t->in_set - (long)in_set);
+#undef FD_CHECK
+    return bad;
 }

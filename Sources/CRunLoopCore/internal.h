@@ -1,22 +1,26 @@
 /*
  * internal.h - struct layouts and the contracts between the core's files. Not installed.
  *
- * Locks, and who may touch what:
+ * Locks, and who may touch what (take them in this order; never hold one across a callout):
+ *   source lock     one of a fixed set of striped mutexes (locks.c), chosen by the source's
+ *                   address: guards source->links (which loops hold the source).
  *   loop->lock      guards the loop's modes, their item sets and heaps, the common-item sets,
- *                   the block queue, the deferred signalled sources, the fd table, the run stack and
- *                   every field of an item that its owning loop reads (timer keys, observer and
- *                   source membership lists). Never held across a callout.
- *   source->lock    guards source->links (which loops hold the source). Order: source->lock, then
- *                   loop->lock.
+ *                   the block queues, the deferred signalled links, the fd table, the run stack,
+ *                   the loop's kernel objects once it is dead, and every field of an item that
+ *                   its owning loop reads (timer keys, observer and source memberships).
  *   rl_items_lock   (global) guards the owner pointer of timers and observers (which loop they
- *                   belong to) and the fields of an unowned timer. Order: loop->lock, then
- *                   rl_items_lock; to find and lock an item's loop use rl_owner_lock().
+ *                   belong to) and the fields of an unowned timer. To find and lock an item's loop
+ *                   use rl_owner_lock().
+ *   rl_loops_lock   (global, locks.c) guards the registry of live loops; taken only when a loop
+ *                   is created or destroyed, and by fork.
  *   Atomics         wake state, signalled/valid flags, fire dates as read by getters, counters.
+ * fork() takes every one of these locks first (locks.c), so the child finds none held.
  */
 #ifndef RL_INTERNAL_H
 #define RL_INTERNAL_H
 
 #include "crunloop.h"
+#include "alloc.h"
 #include "timer_heap.h"
 
 #include <pthread.h>
@@ -58,6 +62,9 @@ static inline int rl_ptrvec_push(rl_ptrvec *v, void *item) {
 RL_HIDDEN void rl_ptrvec_remove_at(rl_ptrvec *v, size_t index); /* keeps order */
 RL_HIDDEN void rl_ptrvec_remove(rl_ptrvec *v, void *item);      /* first occurrence */
 RL_HIDDEN bool rl_ptrvec_contains(const rl_ptrvec *v, const void *item);
+/* Sort stably by less, using scratch (grown to v's size) for a merge sort; if scratch cannot
+ * grow, an insertion sort: slower, never wrong. */
+RL_HIDDEN void rl_ptrvec_sort_stable(rl_ptrvec *v, bool (*less)(const void *, const void *), rl_ptrvec *scratch);
 
 /* A set of pointers: open addressing, linear probing, deletion by backward shift. */
 typedef struct {
@@ -73,43 +80,62 @@ RL_HIDDEN void rl_ptrset_free(rl_ptrset *s);
 
 /* ---- Modes (mode.c) ---- */
 
+/* Blocks queued for one mode, or for the common modes; seq orders them across the two queues. */
+typedef struct rl_block {
+    void (*fn)(void *arg);
+    void *arg;
+    uint64_t seq;
+    struct rl_block *next;
+} rl_block;
+
+typedef struct {
+    rl_block *head, *tail;
+    atomic_size_t count; /* written under the loop lock, read without it */
+} rl_block_queue;
+
 typedef struct rl_mode {
     char *name;
     bool common;
     rl_ptrset sources;      /* rl_source*, retained once per mode membership */
-    size_t source_count;
     rl_heap timers;         /* rl_timer_entry nodes, keyed by (fire date, order, seq) */
     rl_ptrvec observers;    /* rl_observer*, sorted by (order, seq) */
     atomic_uint observer_mask; /* union of the activities of observers (read unlocked) */
+    rl_block_queue blocks;  /* blocks queued for this mode by name */
 } rl_mode;
 
 /* Find a mode by name; create it when create is set. NULL for RL_COMMON_MODES. loop locked. */
 RL_HIDDEN rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create);
 RL_HIDDEN bool rl_mode_name_is_common(const char *name);
 RL_HIDDEN bool rl_mode_is_empty(const rl_mode *mode);
+/* Whether source is in any mode of loop. loop locked. */
+RL_HIDDEN bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *source);
 RL_HIDDEN void rl_mode_free(rl_mode *mode);
 /* 0 when name is a usable mode name, else -EINVAL. */
 RL_HIDDEN int rl_mode_check_name(const char *name);
-/* Append the loop's common modes to out. loop locked. */
-RL_HIDDEN int rl_common_modes(rl_loop_t *loop, rl_ptrvec *out);
 
 /* ---- Sources (source.c) ---- */
 
-/* One loop holding a source: how many of its modes do (under loop->lock), and whether it is
- * queued for the loop (state). Signallers push links onto the loop's lock-free stack holding
- * only the source's lock; the loop drains the stack with one exchange. A link removed while
- * queued is marked DEAD and freed by the loop when it meets it, else freed at once: the side
- * that sees the other's bit frees it. QUEUED is set under source->lock and cleared under
- * loop->lock; DEAD is set under both. */
+/* One loop holding a source (in at least one of its modes), created when the source joins the
+ * loop, so that signalling never allocates. Signallers push links onto the loop's lock-free
+ * stack holding only the source's lock; the loop drains the stack with one exchange into its
+ * deferred list (links signalled for a mode that is not running). A queued link stays queued
+ * until the loop performs its source: nothing drops it. A link removed while queued is marked
+ * DEAD and freed by the loop when it meets it, else freed at once: the side that sees the
+ * other's bit frees it. QUEUED is set under the source lock and cleared under loop->lock; DEAD
+ * is set under both. */
 enum { RL_LINK_QUEUED = 1u, RL_LINK_DEAD = 2u };
 
 typedef struct rl_link {
     rl_source_t *source;
     rl_loop_t *loop;
-    unsigned nmodes;
+    uint32_t fd_gen;      /* version 1: the fd registration this source was attached under */
     atomic_uint state;
-    struct rl_link *next; /* in the loop's signalled stack */
+    struct rl_link *next; /* in the loop's signalled stack, then in its deferred list */
 } rl_link;
+
+/* The source lock (a stripe shared with other sources; see locks.c). */
+RL_HIDDEN void rl_source_lock(const rl_source_t *source);
+RL_HIDDEN void rl_source_unlock(const rl_source_t *source);
 
 struct rl_source {
     rl_object obj;
@@ -123,8 +149,7 @@ struct rl_source {
     /* What a signalling thread touches, on a cache line apart from the reference count (which
      * the loop writes when it performs the source). */
     _Alignas(64) atomic_bool signalled;
-    pthread_mutex_t lock;
-    rl_ptrvec links;           /* rl_link* */
+    rl_ptrvec links;           /* rl_link*; the source lock */
 };
 
 /* ---- Timers (timer.c) ---- */
@@ -184,10 +209,22 @@ typedef struct {
     double armed;    /* the timerfd's deadline, INFINITY when disarmed */
 } rl_wait;
 
+/* Dates at or past this many seconds of CLOCK_MONOTONIC (about 31,700 years of uptime) are never
+ * reached: a timer due then never wakes the loop. Every time the API accepts is a double; this is
+ * where they saturate. */
+#define RL_TIME_NEVER 1e12
+
 RL_HIDDEN int rl_wait_init(rl_wait *w);
 RL_HIDDEN void rl_wait_destroy(rl_wait *w);
-/* Watch fd for events (RL_FD_*) tagged gen; add says whether fd is new to the set. 0 or -errno. */
+/* Watch fd for events (RL_FD_*; 0: only errors and hang-ups, edge-triggered) tagged gen; add
+ * says whether fd is new to the set. 0 or -errno (-ENOENT, -EBADF: the file at fd is not the one
+ * registered). */
 RL_HIDDEN int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, bool add);
+/* Replace the epoll set by a new one watching only the eventfd and timerfd; with all, replace
+ * those two as well (after fork, the old ones are shared with the parent). The caller registers
+ * its fds again. 0, or -errno: then, with all, the old objects are closed all the same (the child
+ * must not touch its parent's) and the loop cannot wait any more; without, nothing changed. */
+RL_HIDDEN int rl_wait_renew(rl_wait *w, bool all);
 RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
 /* Arm the timerfd at an absolute rl_time_now() date (INFINITY disarms), if it differs. */
 RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
@@ -198,16 +235,19 @@ RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
 
 /* ---- Fd table (fd_table.c): which sources of a loop watch which fd ---- */
 
-/* One fd of a loop, 32 bytes, stored by value in an array indexed by fd: a ready fd costs one
- * cache line to find its (usually single) source. */
+/* One fd of a loop, stored by value in an array indexed by fd: a ready fd costs one cache line
+ * to find its (usually single) source. Entries are rl_source_t pointers whose low bit marks a
+ * stale source (its fd was closed while it was registered; see fd_table.c). */
 typedef struct {
-    rl_source_t *first;  /* a source of this loop on this fd, or NULL */
+    void *first;         /* a source of this loop on this fd, or NULL */
     rl_ptrvec *more;     /* further sources on the same fd (rare: a reader and a writer), or NULL */
-    unsigned registered; /* RL_FD_* the epoll set watches now */
+    unsigned registered; /* RL_FD_* the epoll set watches now (0: edge-triggered, errors only) */
     uint32_t gen;
-    bool in_set;
+    bool in_set;         /* the set holds a registration for the file now at fd */
     bool parked;         /* narrowed to the current mode's interest */
 } rl_fd_watch;
+
+enum { RL_FD_STALE_TAGS = 8 };
 
 typedef struct {
     rl_fd_watch *watches;  /* indexed by fd */
@@ -215,37 +255,42 @@ typedef struct {
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
     size_t in_set;         /* how many fds the epoll set watches */
     uint32_t next_gen;
+    /* Tags of events that matched no registration, in the last wait and in this one. */
+    uint64_t stale[RL_FD_STALE_TAGS], stale_next[RL_FD_STALE_TAGS];
+    size_t stale_before, stale_now;
 } rl_fd_table;
 
+/* Attach a version-1 source (registering its fd, or probing that the registered file is still
+ * the one at that number). 0, or a negative errno with nothing changed. */
 RL_HIDDEN int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source);
 RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
-RL_HIDDEN int rl_fd_table_refresh(rl_loop_t *loop, int fd);
-/* The sources an event is for, appended to out (retained) with their events in out_events. */
-RL_HIDDEN void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event,
+/* After the source's interest changed: -EBADF when its fd was closed while registered. */
+RL_HIDDEN int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source);
+RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
+/* The sources a wait's events are for, appended to out (retained) with their events in
+ * out_events; drops stale events, and rebuilds the epoll set when one keeps coming. */
+RL_HIDDEN void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
                                    rl_ptrvec *out, rl_ptrvec *out_events);
 RL_HIDDEN void rl_fd_table_unpark(rl_loop_t *loop);
+/* After fork, in the child: new kernel objects, every fd registered again. */
+RL_HIDDEN int rl_fd_table_renew(rl_loop_t *loop);
 RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
+RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx);
 
-/* ---- Loops (loop.c, run.c) ---- */
+/* ---- Loops (loop.c, run.c, blocks.c) ---- */
 
 enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
-
-typedef struct rl_block {
-    void (*fn)(void *arg);
-    void *arg;
-    rl_mode *mode; /* NULL: common modes */
-    struct rl_block *next;
-} rl_block;
 
 /* One rl_run_in_mode() invocation; lives on its caller's stack. */
 typedef struct rl_run_frame {
     rl_mode *mode;
     double deadline;      /* 0: poll; INFINITY: none */
     bool stop_after_handle;
+    bool retry;           /* something ready could not be taken (out of memory): do not sleep */
     atomic_bool stopped;  /* set under loop->lock (which finds the frame), read without */
     struct rl_run_frame *outer;
     rl_ptrvec ready;        /* timers or sources detached for callouts in the current phase */
-    rl_ptrvec ready_events; /* the events of each fd source in ready */
+    rl_ptrvec ready_events; /* the events of each fd source in ready; scratch for sorting */
     rl_ptrvec notify;       /* observers detached for the current activity */
 } rl_run_frame;
 
@@ -257,19 +302,21 @@ typedef struct {
 struct rl_loop {
     rl_object obj;
     pthread_mutex_t lock;
-    bool dead;                   /* its thread exited: the loop takes no more items */
+    bool dead;                   /* its thread exited (or is not in this process after fork): the
+                                    loop takes no more items and holds no kernel object */
     rl_ptrvec modes;             /* rl_mode* */
     rl_mode *default_mode;
     rl_ptrset common_sources, common_timers, common_observers;
     rl_run_frame *run;           /* innermost run, NULL when not running */
-    rl_ptrvec deferred;          /* rl_link* signalled but not in the running mode (loop lock) */
-    rl_block *blocks_head, *blocks_tail;
+    rl_link *deferred, *deferred_tail; /* drained links not yet performed (loop lock) */
+    rl_block_queue common_blocks; /* blocks queued for RL_COMMON_MODES */
+    uint64_t block_seq;
     rl_fd_table fds;
     rl_wait wait;
     uint64_t timer_seq;
+    struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
-     * under the lock only when it moved since they were collected. */
-    atomic_ullong source_removals;
+     * under the lock only when it moved since they were collected. */    atomic_ullong source_removals;
     /* What other threads write to signal or wake the loop, on one cache line of its own, so a
      * signal and its wakeup move one line between cores, and loop-only writes never evict it. */
     _Alignas(64) atomic_uint wake_state;
@@ -278,6 +325,11 @@ struct rl_loop {
      * with nothing queued takes no lock for them. Writers store it (seq_cst) before they wake the
      * loop, and a pass reads it after it clears the wake state, so a block is never missed. */
     atomic_size_t blocks_hint;
+    /* Wakers between deciding to write the eventfd and having written it; teardown sets closed,
+     * then waits for none, then closes the eventfd (seq_cst both sides: either the waker sees
+     * closed, or teardown sees the waker). */
+    atomic_uint wake_writers;
+    atomic_bool closed;
     _Alignas(64) bool was_busy;  /* the last pass performed a signalled source (loop thread only) */
     rl_counters counters;
 };
@@ -295,40 +347,66 @@ RL_HIDDEN void rl_owner_unlock(rl_loop_t *loop);
 RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
 /* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
 RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
-/* Move the timers of mode due at now into out (retained), in firing order. loop locked. */
-RL_HIDDEN void rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out);
+/* Move the timers of mode due at now into out (retained), in firing order. loop locked. Returns
+ * false when one could not be taken (out of memory): it stays due for the next pass. */
+RL_HIDDEN bool rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out);
 RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
-RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
-/* Refresh the block hint after a change to the block queue. loop locked. */
-static inline void rl_loop_sync_hints(rl_loop_t *loop) {
-    size_t blocks = 0;
-    for (const struct rl_block *b = loop->blocks_head; b; b = b->next) blocks++;
-    atomic_store(&loop->blocks_hint, blocks);
-}
 /* Free the links of a loop being destroyed that are still queued (all dead by then). */
 RL_HIDDEN void rl_links_free_queued(rl_loop_t *loop);
+
+/* Blocks (blocks.c). */
+RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
+/* Whether a block is queued for mode (or for the common modes, when mode is common): O(1).
+ * Lock-free (the counts are atomic); exact under the loop lock. */
 RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
-/* Remove a loop's items (thread exit) and mark it dead. */
+/* Detach every queued block of loop (teardown) and free them without running them. */
+RL_HIDDEN void rl_blocks_drop_all(rl_loop_t *loop);
+RL_HIDDEN int rl_blocks_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx);
+
+/* Take every item out of a loop, close its kernel objects and mark it dead (thread exit). Runs
+ * every source's cancel; timers and observers stay valid and may join another loop. Allocates
+ * nothing, so it cannot fail halfway. */
 RL_HIDDEN void rl_loop_teardown(rl_loop_t *loop);
 RL_HIDDEN void rl_loop_destroy(rl_loop_t *loop);
 RL_HIDDEN void rl_source_destroy(rl_source_t *source);
 RL_HIDDEN void rl_timer_destroy(rl_timer_t *timer);
 RL_HIDDEN void rl_observer_destroy(rl_observer_t *observer);
+/* Mark loop dead and close its kernel objects once no waker is writing to them. loop locked. */
+RL_HIDDEN void rl_loop_close(rl_loop_t *loop);
 
-/* Take a source out of every mode of loop and out of its common set (cancel runs). Unlocked. */
+/* Take a source out of every mode of loop and out of its common set (cancel runs). Unlocked;
+ * allocates nothing. */
 RL_HIDDEN void rl_source_remove_from_loop(rl_loop_t *loop, rl_source_t *source);
 /* Take a timer or observer out of every mode of loop; it stays valid. Unlocked. */
 RL_HIDDEN void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *timer);
 RL_HIDDEN void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *observer);
 
-/* Internal add/remove used for common modes and teardown (loop locked; no callouts here: the
- * caller runs schedule/cancel after unlocking). */
+/* Put an item in one more mode (loop locked; it is owned by loop). No retain, no callout: the
+ * caller retains once per membership and runs schedule callouts after unlocking. 0, -EEXIST or
+ * -ENOMEM with nothing changed. Removal undoes it (true when the item was there). */
+RL_HIDDEN int rl_mode_join_source(rl_loop_t *loop, rl_mode *mode, rl_source_t *source);
+RL_HIDDEN bool rl_mode_leave_source(rl_loop_t *loop, rl_mode *mode, rl_source_t *source);
 RL_HIDDEN int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
 RL_HIDDEN bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
 RL_HIDDEN int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
 RL_HIDDEN bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
+
+/* Registry of live loops and fork (locks.c). */
+RL_HIDDEN void rl_loops_register(rl_loop_t *loop);
+RL_HIDDEN void rl_loops_unregister(rl_loop_t *loop);
+/* In the child of fork (locks.c, loop.c): keep the forking thread's loop with new kernel
+ * objects; every other loop is dead; the main loop is the forking thread's. */
+RL_HIDDEN void rl_loop_after_fork_child(rl_loop_t *loop, bool survives);
+RL_HIDDEN void rl_main_loop_after_fork_child(void);
+/* Debug builds verify a loop after each change of membership. */
+#ifdef RL_DEBUG
+RL_HIDDEN void rl_debug_verify(rl_loop_t *loop, const char *where);
+#define RL_DEBUG_VERIFY(loop, where) rl_debug_verify((loop), (where))
+#else
+#define RL_DEBUG_VERIFY(loop, where) ((void)0)
+#endif
 
 /* Relaxed counter bump by the loop's own thread (single writer: no locked instruction). */
 #define RL_COUNT(loop, field, n)                                                            \
@@ -350,5 +428,17 @@ RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(
     void (*fn)(void *, rl_loop_t *, const char *), void *info, rl_loop_t *loop, const char *mode);
 
 RL_HIDDEN double rl_elapsed_since(double start);
+
+/* ---- Invariants (verify.c) ---- */
+
+/* Check every invariant of loop that its lock guards: each mode's timer heap (order, stored
+ * indexes) and its entries' back pointers, per-mode source sets and counts, each mode's observer
+ * list order and activity mask, the owner pointers of its timers and observers, common-set
+ * members present in every common mode, the fd table (interest unions, parked fds, counts), the
+ * signal links of its sources, and the queued blocks and their counts. Appends one line per
+ * violation to report (when report is not NULL) and returns how many it found: 0 means
+ * consistent. Any thread; takes the loop's lock (callouts hold none, so a callout may call it).
+ * Debug builds (-DRL_DEBUG) also call it after every change of membership. */
+RL_HIDDEN int rl_loop_verify(rl_loop_t *loop, char *report, size_t size);
 
 #endif

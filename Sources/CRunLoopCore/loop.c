@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 pthread_mutex_t rl_items_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -19,24 +20,33 @@ static pthread_mutex_t main_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(rl_loop_t *) main_loop;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
+static int key_error; /* pthread_key_create's error, if it failed */
 
 static bool on_main_thread(void) { return gettid() == getpid(); }
 
+/* A new loop, or NULL with errno (ENOMEM, EMFILE, ENFILE). */
 static rl_loop_t *loop_create(void) {
-    rl_loop_t *loop = aligned_alloc(_Alignof(rl_loop_t), sizeof *loop);
-    if (!loop) return NULL;
-    memset(loop, 0, sizeof *loop);
-    rl_object_init(&loop->obj, RL_TYPE_LOOP);
-    pthread_mutex_init(&loop->lock, NULL);
-    rl_ptrvec_init(&loop->modes);
-    rl_ptrvec_init(&loop->deferred);
-    rl_ptrvec_init(&loop->fds.parked);
-    if (rl_wait_init(&loop->wait) < 0 || !(loop->default_mode = rl_mode_find(loop, RL_DEFAULT_MODE, true))) {
-        rl_wait_destroy(&loop->wait);
-        free(loop);
+    rl_loop_t *loop = rl_aligned_alloc(_Alignof(rl_loop_t), sizeof *loop);
+    if (!loop) {
+        errno = ENOMEM;
         return NULL;
     }
+    memset(loop, 0, sizeof *loop);
+    rl_object_init(&loop->obj, RL_TYPE_LOOP);
+    rl_ptrvec_init(&loop->modes);
+    rl_ptrvec_init(&loop->fds.parked);
+    int rc = rl_wait_init(&loop->wait);
+    if (rc == 0 && !(loop->default_mode = rl_mode_find(loop, RL_DEFAULT_MODE, true))) rc = -ENOMEM;
+    if (rc) {
+        rl_wait_destroy(&loop->wait);
+        rl_ptrvec_free(&loop->modes);
+        free(loop);
+        errno = -rc;
+        return NULL;
+    }
+    pthread_mutex_init(&loop->lock, NULL);
     loop->default_mode->common = true;
+    rl_loops_register(loop);
     return loop;
 }
 
@@ -47,28 +57,30 @@ static void thread_exited(void *value) {
     rl_release(loop);
 }
 
-static void make_key(void) {
-    if (pthread_key_create(&exit_key, thread_exited)) {
-        fprintf(stderr, "crunloop: pthread_key_create failed\n");
-        abort();
-    }
-}
+static void make_key(void) { key_error = pthread_key_create(&exit_key, thread_exited); }
 
 rl_loop_t *rl_loop_get_current(void) {
     if (rl_tls_loop) return rl_tls_loop;
     pthread_once(&key_once, make_key);
+    if (key_error) {
+        errno = key_error; /* EAGAIN: the process has no thread-specific key left */
+        return NULL;
+    }
     rl_loop_t *loop;
     if (on_main_thread()) {
         loop = rl_retain(rl_loop_get_main()); /* the thread's reference, dropped at its exit */
     } else {
         loop = loop_create();
     }
-    if (!loop) {
-        fprintf(stderr, "crunloop: cannot create the thread's loop: %s\n", strerror(errno));
-        abort();
+    if (!loop) return NULL; /* errno says why; a later call tries again */
+    if ((errno = pthread_setspecific(exit_key, loop)) != 0) {
+        int err = errno;
+        if (loop != atomic_load(&main_loop)) rl_loop_teardown(loop); /* nobody else knows it */
+        rl_release(loop);
+        errno = err;
+        return NULL;
     }
     rl_tls_loop = loop;
-    pthread_setspecific(exit_key, loop);
     return loop;
 }
 
@@ -77,15 +89,25 @@ rl_loop_t *rl_loop_get_main(void) {
     if (loop) return loop;
     pthread_mutex_lock(&main_lock);
     loop = atomic_load_explicit(&main_loop, memory_order_relaxed);
-    if (!loop) {
-        if (!(loop = loop_create())) {
-            fprintf(stderr, "crunloop: cannot create the main loop: %s\n", strerror(errno));
-            abort();
-        }
-        atomic_store_explicit(&main_loop, loop, memory_order_release);
-    }
+    if (!loop && (loop = loop_create())) atomic_store_explicit(&main_loop, loop, memory_order_release);
+    int err = errno;
     pthread_mutex_unlock(&main_lock);
+    errno = err;
     return loop;
+}
+
+void rl_main_lock_for_fork(bool lock) {
+    if (lock) pthread_mutex_lock(&main_lock);
+    else pthread_mutex_unlock(&main_lock);
+}
+
+void rl_main_loop_after_fork_child(void) {
+    /* The forking thread is the child's only thread, and so its main thread (its id is the
+     * process id): its loop, if it has one, is the main loop. The old main loop, if another, is
+     * dead here; its reference is kept, since borrowed pointers to it may be around. */
+    rl_loop_t *old = atomic_load_explicit(&main_loop, memory_order_relaxed);
+    if (old == rl_tls_loop) return;
+    atomic_store_explicit(&main_loop, rl_tls_loop ? rl_retain(rl_tls_loop) : NULL, memory_order_release);
 }
 
 bool rl_loop_is_current(rl_loop_t *loop) {
@@ -140,86 +162,19 @@ void rl_loop_wakeup(rl_loop_t *loop) {
      * ordered after the caller's queueing), no write to a shared cache line. */
     if (atomic_load(&loop->wake_state) & RL_WAKE_PENDING) return;
     unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_PENDING);
-    if ((old & (RL_WAKE_PENDING | RL_WAKE_SLEEPING)) == RL_WAKE_SLEEPING) {
+    if ((old & (RL_WAKE_PENDING | RL_WAKE_SLEEPING)) != RL_WAKE_SLEEPING) return;
+    /* The loop sleeps and this waker must write. A loop whose thread is exiting closes its
+     * eventfd at teardown: announce the write, then look (rl_loop_close does the mirror). */
+    atomic_fetch_add(&loop->wake_writers, 1);
+    if (!atomic_load(&loop->closed)) {
         rl_wait_post_wakeup(&loop->wait);
         atomic_fetch_add_explicit(&loop->counters.wakeup_writes, 1, memory_order_relaxed);
     }
+    atomic_fetch_sub(&loop->wake_writers, 1);
 }
 
 bool rl_loop_is_waiting(rl_loop_t *loop) {
     return loop && (atomic_load(&loop->wake_state) & RL_WAKE_SLEEPING);
-}
-
-int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void *arg) {
-    if (!loop || !fn) return -EINVAL;
-    int rc = rl_mode_check_name(mode);
-    if (rc) return rc;
-    rl_block *b = malloc(sizeof *b);
-    if (!b) return -ENOMEM;
-    b->fn = fn;
-    b->arg = arg;
-    b->next = NULL;
-    pthread_mutex_lock(&loop->lock);
-    b->mode = rl_mode_name_is_common(mode) ? NULL : rl_mode_find(loop, mode, true);
-    if (loop->dead) rc = -EINVAL;
-    else if (!b->mode && !rl_mode_name_is_common(mode)) rc = -ENOMEM;
-    if (!rc) {
-        if (loop->blocks_tail) loop->blocks_tail->next = b;
-        else loop->blocks_head = b;
-        loop->blocks_tail = b;
-        atomic_fetch_add(&loop->blocks_hint, 1);
-    }
-    pthread_mutex_unlock(&loop->lock);
-    if (rc) free(b);
-    return rc;
-}
-
-static bool block_matches(const rl_block *b, const rl_mode *mode) {
-    return b->mode ? b->mode == mode : mode->common;
-}
-
-bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
-    for (rl_block *b = loop->blocks_head; b; b = b->next)
-        if (block_matches(b, mode)) return true;
-    return false;
-}
-
-void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
-    if (!atomic_load(&loop->blocks_hint)) return;
-    pthread_mutex_lock(&loop->lock);
-    rl_block *b = loop->blocks_head;
-    if (!b || !rl_blocks_pending(loop, run->mode)) {
-        pthread_mutex_unlock(&loop->lock);
-        return;
-    }
-    /* Detach the whole queue; blocks queued by the callouts below wait for the next turn. */
-    loop->blocks_head = loop->blocks_tail = NULL;
-    atomic_store(&loop->blocks_hint, 0);
-    bool common = run->mode->common;
-    pthread_mutex_unlock(&loop->lock);
-    rl_block *kept = NULL, *kept_tail = NULL;
-    double start = rl_time_now();
-    while (b) {
-        rl_block *next = b->next;
-        if (b->mode ? b->mode == run->mode : common) {
-            __RL_IS_CALLING_OUT_TO_A_BLOCK__(b->fn, b->arg);
-            free(b);
-        } else {
-            b->next = NULL;
-            if (kept_tail) kept_tail->next = b;
-            else kept = b;
-            kept_tail = b;
-        }
-        b = next;
-    }
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
-    if (!kept) return;
-    pthread_mutex_lock(&loop->lock);
-    kept_tail->next = loop->blocks_head;
-    loop->blocks_head = kept;
-    if (!loop->blocks_tail) loop->blocks_tail = kept_tail;
-    rl_loop_sync_hints(loop);
-    pthread_mutex_unlock(&loop->lock);
 }
 
 double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
@@ -236,7 +191,7 @@ void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode) {
     rl_run_frame *run = loop->run;
     /* The loop's own thread rearms before it next waits; only another thread must rearm now,
      * for the mode the loop may be sleeping in. */
-    if (!run || run->mode != mode || rl_tls_loop == loop) return;
+    if (!run || run->mode != mode || rl_tls_loop == loop || loop->dead) return;
     double deadline = rl_timers_wake_date(mode);
     if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
     rl_wait_arm(&loop->wait, deadline);
@@ -256,57 +211,75 @@ int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats) {
     return 0;
 }
 
-/* Take every item out of the loop: sources (their cancel runs), timers and observers (which
- * stay valid), blocks (dropped). Runs at thread exit, on that thread. Once dead, the loop takes
- * no new items, so one snapshot of what it holds is enough. */
-void rl_loop_teardown(rl_loop_t *loop) {
-    rl_ptrset items = {0};
+/* One item of loop still in a mode or a common set, retained; NULL when there is none left. */
+static rl_object *any_item(rl_loop_t *loop) {
+    rl_object *item = NULL;
     pthread_mutex_lock(&loop->lock);
-    loop->dead = true;
-    for (size_t i = 0; i < loop->modes.count; i++) {
+    for (size_t i = 0; !item && i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
-        for (size_t j = 0; j < m->sources.capacity; j++)
-            if (m->sources.slots[j]) (void)rl_ptrset_add(&items, m->sources.slots[j]);
-        for (size_t j = 0; j < m->timers.count; j++)
-            (void)rl_ptrset_add(&items, ((rl_timer_entry *)m->timers.nodes[j])->timer);
-        for (size_t j = 0; j < m->observers.count; j++) (void)rl_ptrset_add(&items, m->observers.items[j]);
+        for (size_t j = 0; !item && j < m->sources.capacity; j++) item = m->sources.slots[j];
+        if (!item && m->timers.count) item = &((rl_timer_entry *)m->timers.nodes[0])->timer->obj;
+        if (!item && m->observers.count) item = m->observers.items[0];
     }
     rl_ptrset *common[] = {&loop->common_sources, &loop->common_timers, &loop->common_observers};
-    for (int k = 0; k < 3; k++)
-        for (size_t j = 0; j < common[k]->capacity; j++)
-            if (common[k]->slots[j]) (void)rl_ptrset_add(&items, common[k]->slots[j]);
-    for (size_t j = 0; j < items.capacity; j++)
-        if (items.slots[j]) rl_retain(items.slots[j]);
-    rl_block *blocks = loop->blocks_head;
-    loop->blocks_head = loop->blocks_tail = NULL;
-    rl_loop_sync_hints(loop);
+    for (int k = 0; !item && k < 3; k++)
+        for (size_t j = 0; !item && j < common[k]->capacity; j++) item = common[k]->slots[j];
+    rl_retain(item);
     pthread_mutex_unlock(&loop->lock);
-    while (blocks) {
-        rl_block *next = blocks->next;
-        free(blocks);
-        blocks = next;
-    }
-    for (size_t j = 0; j < items.capacity; j++) {
-        rl_object *item = items.slots[j];
-        if (!item) continue;
+    return item;
+}
+
+void rl_loop_teardown(rl_loop_t *loop) {
+    pthread_mutex_lock(&loop->lock);
+    loop->dead = true; /* from here on, adds fail: the loop only empties */
+    pthread_mutex_unlock(&loop->lock);
+    rl_blocks_drop_all(loop);
+    /* One item at a time, so that nothing is allocated: teardown cannot fail halfway. */
+    for (rl_object *item; (item = any_item(loop)) != NULL; rl_release(item)) {
         if (item->type == RL_TYPE_SOURCE) rl_source_remove_from_loop(loop, (rl_source_t *)item);
         else if (item->type == RL_TYPE_TIMER) rl_timer_remove_from_loop(loop, (rl_timer_t *)item);
         else rl_observer_remove_from_loop(loop, (rl_observer_t *)item);
-        rl_release(item);
     }
-    rl_ptrset_free(&items);
+    pthread_mutex_lock(&loop->lock);
+    rl_loop_close(loop);
+    pthread_mutex_unlock(&loop->lock);
+}
+
+void rl_loop_close(rl_loop_t *loop) {
+    loop->dead = true;
+    atomic_store(&loop->closed, true);
+    while (atomic_load(&loop->wake_writers)) sched_yield(); /* a write(2) in progress */
+    rl_wait_destroy(&loop->wait);
+    rl_fd_table_free(loop); /* the registrations went with the epoll set */
+}
+
+void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
+    if (survives && !loop->dead) {
+        /* This thread's loop: its own kernel objects from now on, its fds registered again. */
+        atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING);
+        if (rl_fd_table_renew(loop) == 0) return;
+        /* No fd or memory for them: the thread gets a new loop at its next call instead (its
+         * reference to this one is left, since releasing could call out from a fork handler). */
+        rl_tls_loop = NULL;
+        (void)pthread_setspecific(exit_key, NULL);
+    }
+    /* A loop of a thread that is not in this process (or one whose objects could not be made
+     * again): dead, and nothing of it may reach the parent's kernel objects. Its frames are on a
+     * stack no thread runs. */
+    loop->run = NULL;
+    atomic_store(&loop->wake_writers, 0);
+    rl_loop_close(loop);
 }
 
 void rl_loop_destroy(rl_loop_t *loop) {
     rl_loop_teardown(loop); /* a loop never bound to a thread may still hold items */
+    rl_loops_unregister(loop);
     for (size_t i = 0; i < loop->modes.count; i++) rl_mode_free(loop->modes.items[i]);
     rl_ptrvec_free(&loop->modes);
     rl_links_free_queued(loop);
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);
-    rl_fd_table_free(loop);
-    rl_wait_destroy(&loop->wait);
     pthread_mutex_destroy(&loop->lock);
     free(loop);
 }

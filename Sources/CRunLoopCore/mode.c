@@ -22,8 +22,8 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
         if (strcmp(m->name, name) == 0) return m;
     }
     if (!create) return NULL;
-    rl_mode *m = calloc(1, sizeof *m);
-    if (!m || !(m->name = strdup(name))) {
+    rl_mode *m = rl_calloc(1, sizeof *m);
+    if (!m || !(m->name = rl_strdup(name))) {
         free(m);
         return NULL;
     }
@@ -37,7 +37,7 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
 }
 
 bool rl_mode_is_empty(const rl_mode *mode) {
-    return mode->source_count == 0 && mode->timers.count == 0;
+    return mode->sources.count == 0 && mode->timers.count == 0;
 }
 
 void rl_mode_free(rl_mode *mode) {
@@ -48,19 +48,37 @@ void rl_mode_free(rl_mode *mode) {
     free(mode);
 }
 
-/* Snapshot of a set's members, retained, so they can be used with the loop unlocked. */
-static int snapshot(const rl_ptrset *set, rl_ptrvec *out) {
-    for (size_t i = 0; i < set->capacity; i++)
-        if (set->slots[i]) {
-            if (rl_ptrvec_push(out, set->slots[i])) return -ENOMEM;
-            rl_retain(set->slots[i]);
-        }
-    return 0;
+/* Undo one membership made by rl_loop_add_common_mode. loop locked. */
+static void undo_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    if (item->type == RL_TYPE_SOURCE) rl_ptrset_remove(&mode->sources, item);
+    else if (item->type == RL_TYPE_TIMER) (void)rl_mode_remove_timer(loop, mode, (rl_timer_t *)item);
+    else (void)rl_mode_remove_observer(loop, mode, (rl_observer_t *)item);
 }
 
-static void release_all(rl_ptrvec *v) {
-    for (size_t i = 0; i < v->count; i++) rl_release(v->items[i]);
-    rl_ptrvec_free(v);
+/* Put every member of set that is not in mode yet into it, recording each in joined. */
+static int join_all(rl_loop_t *loop, rl_mode *mode, const rl_ptrset *set, rl_ptrvec *joined) {
+    for (size_t i = 0; i < set->capacity; i++) {
+        rl_object *item = set->slots[i];
+        if (!item) continue;
+        int rc;
+        if (item->type == RL_TYPE_SOURCE) {
+            /* A member of the common set has its link and fd registration already (they live
+             * while it is in the set): joining one more mode is only the mode's set. */
+            rc = rl_ptrset_add(&mode->sources, item);
+            rc = rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
+        } else if (item->type == RL_TYPE_TIMER) {
+            rc = rl_mode_add_timer(loop, mode, (rl_timer_t *)item);
+        } else {
+            rc = rl_mode_add_observer(loop, mode, (rl_observer_t *)item);
+        }
+        if (rc == -EEXIST) continue; /* added to this mode by name before */
+        if (rc == 0 && rl_ptrvec_push(joined, item)) {
+            undo_join(loop, mode, item);
+            rc = -ENOMEM;
+        }
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
@@ -68,29 +86,36 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     if (rl_mode_name_is_common(name)) return -EINVAL;
+    rl_ptrvec joined; /* every membership this call made: undone together on failure */
+    rl_ptrvec_init(&joined);
     pthread_mutex_lock(&loop->lock);
     rl_mode *mode = rl_mode_find(loop, name, true);
     if (!mode || mode->common) {
         pthread_mutex_unlock(&loop->lock);
         return mode ? 0 : -ENOMEM;
     }
-    mode->common = true;
-    /* Items in the common set join the new common mode through the public add functions, with
-     * the loop unlocked, so that sources get their schedule callout as in any add. */
-    rl_ptrvec sources, timers, observers;
-    rl_ptrvec_init(&sources);
-    rl_ptrvec_init(&timers);
-    rl_ptrvec_init(&observers);
-    rc = snapshot(&loop->common_sources, &sources);
-    if (!rc) rc = snapshot(&loop->common_timers, &timers);
-    if (!rc) rc = snapshot(&loop->common_observers, &observers);
+    rc = join_all(loop, mode, &loop->common_sources, &joined);
+    if (!rc) rc = join_all(loop, mode, &loop->common_timers, &joined);
+    if (!rc) rc = join_all(loop, mode, &loop->common_observers, &joined);
+    if (rc) {
+        while (joined.count) undo_join(loop, mode, joined.items[--joined.count]);
+    } else {
+        mode->common = true;
+        for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* each membership's */
+        for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* until called out */
+    }
+    bool wake = !rc && loop->run && loop->run->mode == mode;
     pthread_mutex_unlock(&loop->lock);
-    for (size_t i = 0; !rc && i < sources.count; i++) (void)rl_loop_add_source(loop, sources.items[i], mode->name);
-    for (size_t i = 0; !rc && i < timers.count; i++) (void)rl_loop_add_timer(loop, timers.items[i], mode->name);
-    for (size_t i = 0; !rc && i < observers.count; i++) (void)rl_loop_add_observer(loop, observers.items[i], mode->name);
-    release_all(&sources);
-    release_all(&timers);
-    release_all(&observers);
+    /* Sources get their schedule callout, as in any add (modes live as long as their loop). */
+    for (size_t i = 0; i < joined.count; i++) {
+        rl_source_t *s = joined.items[i];
+        if (s->obj.type == RL_TYPE_SOURCE && s->version == 0 && s->context.schedule)
+            __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(s->context.schedule, s->context.info, loop, mode->name);
+        rl_release(s);
+    }
+    rl_ptrvec_free(&joined);
+    if (wake) rl_loop_wakeup(loop);
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_common_mode");
     return rc;
 }
 
@@ -100,7 +125,7 @@ char *rl_loop_copy_current_mode(rl_loop_t *loop) {
         return NULL;
     }
     pthread_mutex_lock(&loop->lock);
-    char *name = loop->run ? strdup(loop->run->mode->name) : NULL;
+    char *name = loop->run ? rl_strdup(loop->run->mode->name) : NULL;
     pthread_mutex_unlock(&loop->lock);
     return name;
 }
@@ -112,10 +137,10 @@ char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count) {
     }
     pthread_mutex_lock(&loop->lock);
     size_t n = loop->modes.count;
-    char **names = calloc(n + 1, sizeof *names);
+    char **names = rl_calloc(n + 1, sizeof *names);
     for (size_t i = 0; names && i < n; i++) {
         rl_mode *m = loop->modes.items[i];
-        if (!(names[i] = strdup(m->name))) {
+        if (!(names[i] = rl_strdup(m->name))) {
             while (i--) free(names[i]);
             free(names);
             names = NULL;
@@ -128,12 +153,4 @@ char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count) {
     }
     *count = n;
     return names;
-}
-
-int rl_common_modes(rl_loop_t *loop, rl_ptrvec *out) {
-    for (size_t i = 0; i < loop->modes.count; i++) {
-        rl_mode *m = loop->modes.items[i];
-        if (m->common && rl_ptrvec_push(out, m)) return -ENOMEM;
-    }
-    return 0;
 }

@@ -13,7 +13,7 @@ rl_observer_t *rl_observer_create(unsigned activities, bool repeats, long order,
         errno = EINVAL;
         return NULL;
     }
-    rl_observer_t *o = calloc(1, sizeof *o);
+    rl_observer_t *o = rl_calloc(1, sizeof *o);
     if (!o) {
         errno = ENOMEM;
         return NULL;
@@ -63,7 +63,6 @@ int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
     for (; i > 0 && before(o, list->items[i - 1]); i--) list->items[i] = list->items[i - 1];
     list->items[i] = o;
     recompute_mask(mode);
-    rl_retain(o);
     return 0;
 }
 
@@ -99,27 +98,31 @@ int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
     if (rc) return rc;
     pthread_mutex_lock(&loop->lock);
     if ((rc = take(loop, o)) == 0) {
-        if (rl_mode_name_is_common(name)) {
-            rc = rl_ptrset_add(&loop->common_observers, o);
-            if (rc == 0) rc = -EEXIST;
-            if (rc > 0) {
-                rl_retain(o);
-                rc = 0;
-                for (size_t i = 0; i < loop->modes.count; i++) {
-                    rl_mode *m = loop->modes.items[i];
-                    if (m->common && !rl_ptrvec_contains(&o->modes, m)) {
-                        int one = rl_mode_add_observer(loop, m, o);
-                        if (one) rc = one;
-                    }
-                }
-            }
-        } else {
+        size_t before = o->modes.count; /* new modes are appended: undo removes from here */
+        bool common = rl_mode_name_is_common(name);
+        if (!common) {
             rl_mode *mode = rl_mode_find(loop, name, true);
             rc = mode ? rl_mode_add_observer(loop, mode, o) : -ENOMEM;
+        } else if ((rc = rl_ptrset_add(&loop->common_observers, o)) <= 0) {
+            if (rc == 0) rc = -EEXIST;
+        } else {
+            rc = 0;
+            for (size_t i = 0; !rc && i < loop->modes.count; i++) {
+                rl_mode *m = loop->modes.items[i];
+                if (m->common && !rl_ptrvec_contains(&o->modes, m)) rc = rl_mode_add_observer(loop, m, o);
+            }
+            if (rc) { /* all or nothing */
+                while (o->modes.count > before) (void)rl_mode_remove_observer(loop, o->modes.items[before], o);
+                rl_ptrset_remove(&loop->common_observers, o);
+            } else {
+                rl_retain(o); /* the common set's reference */
+            }
         }
         if (rc) disown_if_unused(loop, o);
+        else for (size_t i = before; i < o->modes.count; i++) rl_retain(o); /* each mode's */
     }
     pthread_mutex_unlock(&loop->lock);
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_observer");
     return rc;
 }
 

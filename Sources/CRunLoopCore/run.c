@@ -54,6 +54,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
     if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
     /* A block queued for this mode must run before the loop sleeps. */
     bool block = !poll && !rl_blocks_pending(loop, run->mode);
+    if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
     /* Arm for the earliest of the mode's timers (within tolerances) and the run's timeout, but
      * only for a wait: a poll finds due timers by their dates, so a loop that polls (a pass per
      * frame, say) adds and fires timers with no timerfd_settime, which costs ~18 us on a VM. */
@@ -80,7 +81,10 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
     if (block) {
         /* Publish that we sleep; a wakeup posted since this pass began cancels the sleep. */
         unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
-        if (old & RL_WAKE_PENDING) block = false;
+        if (old & RL_WAKE_PENDING) {
+            atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING); /* not sleeping after all */
+            block = false;
+        }
     }
     double before = block ? rl_time_now() : 0;
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH);
@@ -99,7 +103,7 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
 
     /* Timers, in fire-date order; then every ready fd source, in order. */
     pthread_mutex_lock(&loop->lock);
-    rl_timers_collect_due(run->mode, now, &run->ready);
+    if (!rl_timers_collect_due(run->mode, now, &run->ready)) run->retry = true;
     pthread_mutex_unlock(&loop->lock);
     double start = run->ready.count ? rl_time_now() : 0;
     for (size_t i = 0; i < run->ready.count; i++) {
@@ -119,8 +123,7 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
     if (fds) {
         pthread_mutex_lock(&loop->lock);
         removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
-        for (int i = 0; i < n; i++)
-            if (events[i].fd >= 0) rl_fd_table_collect(loop, run->mode, &events[i], &run->ready, &run->ready_events);
+        rl_fd_table_collect(loop, run->mode, events, n, &run->ready, &run->ready_events);
         pthread_mutex_unlock(&loop->lock);
     }
     if (woken) RL_COUNT(loop, wakeups, 1);
@@ -181,7 +184,10 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         bool signals = handled;
         if (handled) blocks(loop, run);
 
-        bool poll = handled || polling;
+        /* Work that could not be taken for want of memory is still queued: look again, don't
+         * sleep on it. */
+        bool poll = handled || polling || run->retry;
+        run->retry = false;
         if (!poll) notify(loop, run, RL_BEFORE_WAITING);
         rl_wait_event events[RL_WAIT_BATCH];
         int n = wait_for_events(loop, run, poll, events);
@@ -207,9 +213,11 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     if (rc) return rc;
     if (rl_mode_name_is_common(name) || isnan(seconds)) return -EINVAL;
     rl_loop_t *loop = rl_loop_get_current();
+    if (!loop) return -errno; /* EMFILE, ENFILE, ENOMEM, EAGAIN: a later call tries again */
     /* Fields one by one: an initializer would zero the vectors' inline storage on every run. */
     rl_run_frame run;
     run.stop_after_handle = return_after_source_handled;
+    run.retry = false;
     atomic_init(&run.stopped, false);
     rl_ptrvec_init(&run.ready);
     rl_ptrvec_init(&run.ready_events);
@@ -220,6 +228,10 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
 
     pthread_mutex_lock(&loop->lock);
     run.mode = rl_mode_find(loop, name, false);
+    if (loop->dead) {
+        pthread_mutex_unlock(&loop->lock);
+        return -EINVAL;
+    }
     if (!run.mode || rl_mode_is_empty(run.mode)) {
         pthread_mutex_unlock(&loop->lock);
         return RL_RUN_FINISHED;

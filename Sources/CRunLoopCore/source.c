@@ -1,10 +1,16 @@
 /*
  * source.c - version-0 sources (signalled, then performed) and version-1 sources (an fd).
  *
- * Signalling is O(1) and finds its way to the loop: each loop holding a source has a link, and
- * rl_source_signal queues the link on the loop's signalled queue, so a pass looks only at
- * signalled sources, never at every source of the mode. A source already signalled costs one
- * atomic exchange and nothing else.
+ * Signalling is O(1) and finds its way to the loop: each loop holding a source has a link, made
+ * when the source joins the loop, and rl_source_signal queues the link on the loop's signalled
+ * queue, so a pass looks only at signalled sources, never at every source of the mode. A source
+ * already signalled costs one atomic exchange and nothing else. Signalling never allocates, and
+ * a queued link stays queued (in the loop's deferred list) until its source is performed, so no
+ * allocation failure anywhere can lose a signal.
+ *
+ * Adding is all or nothing: every mode is joined under the source lock and the loop lock, and
+ * undone if one fails, before any schedule callout runs. Removing never fails and never
+ * allocates: it leaves one mode at a time.
  */
 #include "internal.h"
 
@@ -14,7 +20,7 @@
 #include <string.h>
 
 static rl_source_t *source_new(long order) {
-    rl_source_t *s = aligned_alloc(_Alignof(rl_source_t), sizeof *s);
+    rl_source_t *s = rl_aligned_alloc(_Alignof(rl_source_t), sizeof *s);
     if (!s) {
         errno = ENOMEM;
         return NULL;
@@ -24,7 +30,6 @@ static rl_source_t *source_new(long order) {
     s->order = order;
     s->fd = -1;
     atomic_init(&s->valid, true);
-    pthread_mutex_init(&s->lock, NULL);
     rl_ptrvec_init(&s->links);
     return s;
 }
@@ -69,10 +74,10 @@ rl_source_t *rl_source_create_fd(int fd, unsigned events, long order, rl_fd_call
 void rl_source_destroy(rl_source_t *s) {
     if (s->context.release) s->context.release(s->context.info);
     rl_ptrvec_free(&s->links);
-    pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
+/* source locked */
 static rl_link *link_for(rl_source_t *s, rl_loop_t *loop) {
     for (size_t i = 0; i < s->links.count; i++) {
         rl_link *l = s->links.items[i];
@@ -94,7 +99,7 @@ static void enqueue(rl_link *l) {
 static void unlink_link(rl_source_t *s, rl_link *l) {
     rl_ptrvec_remove(&s->links, l);
     if (!(atomic_fetch_or(&l->state, RL_LINK_DEAD) & RL_LINK_QUEUED)) free(l);
-    /* else the loop frees it when it drains or scans its queue */
+    /* else the loop frees it when it meets it in its queue */
 }
 
 void rl_links_free_queued(rl_loop_t *loop) {
@@ -102,8 +107,26 @@ void rl_links_free_queued(rl_loop_t *loop) {
         next = l->next;
         free(l); /* dead: teardown removed every source */
     }
-    for (size_t i = 0; i < loop->deferred.count; i++) free(loop->deferred.items[i]);
-    rl_ptrvec_free(&loop->deferred);
+    for (rl_link *l = loop->deferred, *next; l; l = next) {
+        next = l->next;
+        free(l);
+    }
+    loop->deferred = loop->deferred_tail = NULL;
+}
+
+bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *s) {
+    if (rl_ptrset_contains(&loop->common_sources, s)) return true;
+    for (size_t i = 0; i < loop->modes.count; i++)
+        if (rl_ptrset_contains(&((rl_mode *)loop->modes.items[i])->sources, s)) return true;
+    return false;
+}
+
+/* s left the loop's last mode and its common set: its link and fd registration go. Both locked. */
+static void unlink_if_gone(rl_loop_t *loop, rl_source_t *s) {
+    if (rl_loop_holds_source(loop, s)) return;
+    if (s->version == 1) rl_fd_table_detach(loop, s);
+    rl_link *l = link_for(s, loop);
+    if (l) unlink_link(s, l);
 }
 
 static void schedule_callout(rl_source_t *s, bool cancel, rl_loop_t *loop, const char *mode) {
@@ -111,124 +134,156 @@ static void schedule_callout(rl_source_t *s, bool cancel, rl_loop_t *loop, const
     if (s->version == 0 && fn) __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(fn, s->context.info, loop, mode);
 }
 
-static int add_to_mode(rl_loop_t *loop, rl_source_t *s, const char *name) {
-    pthread_mutex_lock(&s->lock);
+/* The link of s for loop, made (with its fd registration) when s is new to the loop. The link
+ * lives while s is in a mode of the loop or in its common set. Both locked. */
+static int link_in(rl_loop_t *loop, rl_source_t *s, rl_link **out) {
+    if ((*out = link_for(s, loop))) return 0;
+    rl_link *l = rl_calloc(1, sizeof *l);
+    if (!l) return -ENOMEM;
+    l->source = s;
+    l->loop = loop;
+    if (rl_ptrvec_push(&s->links, l)) {
+        free(l);
+        return -ENOMEM;
+    }
+    int rc = s->version == 1 ? rl_fd_table_attach(loop, s) : 0;
+    if (rc) {
+        s->links.count--;
+        free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* Put s in mode (its link made first if need be). Source and loop locked; no retain, no
+ * callout. 0, or a negative errno with nothing changed. */
+static int join(rl_loop_t *loop, rl_mode *mode, rl_source_t *s) {
+    if (rl_ptrset_contains(&mode->sources, s)) return -EEXIST;
+    rl_link *l;
+    int rc = link_in(loop, s, &l);
+    if (rc) return rc;
+    if (rl_ptrset_add(&mode->sources, s) < 0) {
+        unlink_if_gone(loop, s);
+        return -ENOMEM;
+    }
+    if (s->version == 0 && atomic_load(&s->signalled)) enqueue(l);
+    return 0;
+}
+
+/* Take s out of mode; when it leaves the loop's last mode, its link and fd registration go too.
+ * Source and loop locked; the caller runs cancel and releases s (unless undoing a join). */
+static bool leave(rl_loop_t *loop, rl_mode *mode, rl_source_t *s) {
+    if (!rl_ptrset_remove(&mode->sources, s)) return false;
+    atomic_fetch_add_explicit(&loop->source_removals, 1, memory_order_relaxed);
+    unlink_if_gone(loop, s);
+    return true;
+}
+
+int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
+    if (!loop || !s) return -EINVAL;
+    int rc = rl_mode_check_name(name);
+    if (rc) return rc;
+    bool common = rl_mode_name_is_common(name);
+    rl_ptrvec joined; /* the modes s joined, for the schedule callouts */
+    rl_ptrvec_init(&joined);
+    bool wake = false;
+    rl_source_lock(s);
     pthread_mutex_lock(&loop->lock);
-    int rc = 0;
-    bool wake = false, new_link = false;
-    rl_mode *mode = NULL;
     if (!atomic_load(&s->valid) || loop->dead) {
         rc = -EINVAL;
-        goto out;
-    }
-    if (!(mode = rl_mode_find(loop, name, true))) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    if (rl_ptrset_contains(&mode->sources, s)) {
+    } else if (!common) {
+        rl_mode *mode = rl_mode_find(loop, name, true);
+        rc = !mode ? -ENOMEM : join(loop, mode, s);
+        if (!rc) (void)rl_ptrvec_push(&joined, mode); /* inline room: cannot fail */
+    } else if (rl_ptrset_contains(&loop->common_sources, s)) {
         rc = -EEXIST;
-        goto out;
-    }
-    rl_link *l = link_for(s, loop);
-    if (!l) {
-        if (!(l = calloc(1, sizeof *l)) || rl_ptrvec_push(&s->links, l)) {
-            free(l);
+    } else {
+        rl_link *l;
+        rc = link_in(loop, s, &l);
+        if (!rc && rl_ptrset_add(&loop->common_sources, s) < 0) {
+            unlink_if_gone(loop, s);
             rc = -ENOMEM;
-            goto out;
         }
-        l->source = s;
-        l->loop = loop;
-        new_link = true;
-    }
-    if (l->nmodes == 0 && s->version == 1) rc = rl_fd_table_attach(loop, s);
-    if (!rc && rl_ptrset_add(&mode->sources, s) < 0) {
-        if (l->nmodes == 0 && s->version == 1) rl_fd_table_detach(loop, s);
-        rc = -ENOMEM;
-    }
-    if (rc) {
-        if (new_link) {
-            rl_ptrvec_remove(&s->links, l);
-            free(l);
+        for (size_t i = 0; !rc && i < loop->modes.count; i++) {
+            rl_mode *m = loop->modes.items[i];
+            if (!m->common || rl_ptrset_contains(&m->sources, s)) continue;
+            if (rl_ptrvec_push(&joined, m)) rc = -ENOMEM;
+            else if ((rc = join(loop, m, s)) != 0) joined.count--;
         }
-        goto out;
+        if (rc && rl_ptrset_remove(&loop->common_sources, s)) { /* undo: nothing may stay */
+            for (size_t i = 0; i < joined.count; i++) (void)leave(loop, joined.items[i], s);
+            unlink_if_gone(loop, s);
+        }
+        if (rc) {
+            joined.count = 0;
+        } else {
+            rl_retain(s); /* the common set's reference */
+        }
     }
-    mode->source_count++;
-    l->nmodes++;
-    rl_retain(s);
-    if (s->version == 0 && atomic_load(&s->signalled)) {
-        enqueue(l);
-        wake = loop->run && loop->run->mode == mode;
+    for (size_t i = 0; !rc && i < joined.count; i++) {
+        rl_retain(s); /* each mode's reference */
+        wake |= loop->run && loop->run->mode == joined.items[i];
     }
-out:
+    wake = wake && s->version == 0 && atomic_load(&s->signalled);
     pthread_mutex_unlock(&loop->lock);
-    pthread_mutex_unlock(&s->lock);
-    if (rc) return rc;
-    schedule_callout(s, false, loop, mode->name);
+    rl_source_unlock(s);
+    for (size_t i = 0; i < joined.count; i++) schedule_callout(s, false, loop, ((rl_mode *)joined.items[i])->name);
+    rl_ptrvec_free(&joined);
     if (wake) rl_loop_wakeup(loop);
-    return 0;
-}
-
-static int remove_from_mode(rl_loop_t *loop, rl_source_t *s, const char *name) {
-    pthread_mutex_lock(&s->lock);
-    pthread_mutex_lock(&loop->lock);
-    rl_mode *mode = rl_mode_find(loop, name, false);
-    if (!mode || !rl_ptrset_remove(&mode->sources, s)) {
-        pthread_mutex_unlock(&loop->lock);
-        pthread_mutex_unlock(&s->lock);
-        return -ENOENT;
-    }
-    mode->source_count--;
-    atomic_fetch_add_explicit(&loop->source_removals, 1, memory_order_relaxed);
-    rl_link *l = link_for(s, loop);
-    if (l && --l->nmodes == 0) {
-        if (s->version == 1) rl_fd_table_detach(loop, s);
-        unlink_link(s, l);
-    }
-    pthread_mutex_unlock(&loop->lock);
-    pthread_mutex_unlock(&s->lock);
-    schedule_callout(s, true, loop, mode->name);
-    rl_release(s); /* the mode's reference; last, since it may destroy s */
-    return 0;
-}
-
-int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
-    if (!loop || !s) return -EINVAL;
-    int rc = rl_mode_check_name(mode);
-    if (rc) return rc;
-    if (!rl_mode_name_is_common(mode)) return add_to_mode(loop, s, mode);
-    rl_ptrvec modes;
-    rl_ptrvec_init(&modes);
-    pthread_mutex_lock(&loop->lock);
-    if (!atomic_load(&s->valid) || loop->dead) rc = -EINVAL;
-    else if ((rc = rl_ptrset_add(&loop->common_sources, s)) == 0) rc = -EEXIST;
-    else if (rc > 0) {
-        rl_retain(s);
-        rc = rl_common_modes(loop, &modes);
-    }
-    pthread_mutex_unlock(&loop->lock);
-    for (size_t i = 0; !rc && i < modes.count; i++) {
-        int one = add_to_mode(loop, s, ((rl_mode *)modes.items[i])->name);
-        if (one && one != -EEXIST) rc = one;
-    }
-    rl_ptrvec_free(&modes);
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_source");
     return rc;
+}
+
+/* Take s out of one mode of loop that holds it (a common one, with only_common; the one named
+ * name, when given), run its cancel and drop the mode's reference. False when there was none. */
+static bool leave_one(rl_loop_t *loop, rl_source_t *s, const char *name, bool only_common) {
+    rl_mode *left = NULL;
+    rl_source_lock(s);
+    pthread_mutex_lock(&loop->lock);
+    if (name) {
+        rl_mode *m = rl_mode_find(loop, name, false);
+        if (m && leave(loop, m, s)) left = m;
+    } else {
+        for (size_t i = 0; !left && i < loop->modes.count; i++) {
+            rl_mode *m = loop->modes.items[i];
+            if ((m->common || !only_common) && leave(loop, m, s)) left = m;
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
+    rl_source_unlock(s);
+    if (!left) return false;
+    schedule_callout(s, true, loop, left->name); /* modes live as long as their loop */
+    rl_release(s); /* the mode's reference; last, since it may destroy s */
+    return true;
+}
+
+/* Drop s from the common set of loop; true when it was there (the caller then releases it). */
+static bool leave_common_set(rl_loop_t *loop, rl_source_t *s) {
+    rl_source_lock(s);
+    pthread_mutex_lock(&loop->lock);
+    bool was = rl_ptrset_remove(&loop->common_sources, s);
+    if (was) unlink_if_gone(loop, s);
+    pthread_mutex_unlock(&loop->lock);
+    rl_source_unlock(s);
+    return was;
 }
 
 int rl_loop_remove_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
     if (!loop || !s) return -EINVAL;
     int rc = rl_mode_check_name(mode);
     if (rc) return rc;
-    if (!rl_mode_name_is_common(mode)) return remove_from_mode(loop, s, mode);
-    rl_ptrvec modes;
-    rl_ptrvec_init(&modes);
-    pthread_mutex_lock(&loop->lock);
-    bool was = rl_ptrset_remove(&loop->common_sources, s);
-    if (was) rc = rl_common_modes(loop, &modes);
-    pthread_mutex_unlock(&loop->lock);
-    if (!was) return -ENOENT;
-    for (size_t i = 0; i < modes.count; i++) (void)remove_from_mode(loop, s, ((rl_mode *)modes.items[i])->name);
-    rl_ptrvec_free(&modes);
-    rl_release(s);
+    if (!rl_mode_name_is_common(mode)) {
+        rc = leave_one(loop, s, mode, false) ? 0 : -ENOENT;
+    } else if (!leave_common_set(loop, s)) {
+        rc = -ENOENT;
+    } else {
+        rl_retain(s);
+        while (leave_one(loop, s, NULL, true)) {}
+        rl_release(s); /* the common set's reference */
+        rl_release(s);
+    }
+    RL_DEBUG_VERIFY(loop, "rl_loop_remove_source");
     return rc;
 }
 
@@ -247,27 +302,20 @@ bool rl_loop_contains_source(rl_loop_t *loop, rl_source_t *s, const char *mode) 
 }
 
 void rl_source_remove_from_loop(rl_loop_t *loop, rl_source_t *s) {
-    rl_ptrvec names;
-    rl_ptrvec_init(&names);
-    pthread_mutex_lock(&loop->lock);
-    bool common = rl_ptrset_remove(&loop->common_sources, s);
-    for (size_t i = 0; i < loop->modes.count; i++) {
-        rl_mode *m = loop->modes.items[i];
-        if (rl_ptrset_contains(&m->sources, s)) (void)rl_ptrvec_push(&names, m->name);
-    }
-    pthread_mutex_unlock(&loop->lock);
-    for (size_t i = 0; i < names.count; i++) (void)remove_from_mode(loop, s, names.items[i]);
-    rl_ptrvec_free(&names);
+    rl_retain(s);
+    bool common = leave_common_set(loop, s);
+    while (leave_one(loop, s, NULL, false)) {}
     if (common) rl_release(s);
+    rl_release(s);
 }
 
 void rl_source_invalidate(rl_source_t *s) {
     if (!s || !atomic_exchange(&s->valid, false)) return;
     rl_retain(s); /* removal drops the loops' references; keep s alive until done */
     for (;;) {
-        pthread_mutex_lock(&s->lock);
+        rl_source_lock(s);
         rl_loop_t *loop = s->links.count ? rl_retain(((rl_link *)s->links.items[0])->loop) : NULL;
-        pthread_mutex_unlock(&s->lock);
+        rl_source_unlock(s);
         if (!loop) break;
         rl_source_remove_from_loop(loop, s);
         rl_release(loop);
@@ -285,9 +333,9 @@ void rl_source_signal(rl_source_t *s) {
     /* Coalesced with a pending signal. An exchange, not a load first: an RMW reads the latest
      * value, so a signal can never be taken for one the loop has already consumed. */
     if (atomic_exchange(&s->signalled, true)) return;
-    pthread_mutex_lock(&s->lock);
+    rl_source_lock(s);
     for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
-    pthread_mutex_unlock(&s->lock);
+    rl_source_unlock(s);
 }
 
 bool rl_source_is_signalled(rl_source_t *s) { return s && atomic_load(&s->signalled); }
@@ -297,85 +345,95 @@ int rl_source_set_fd_events(rl_source_t *s, unsigned events) {
         (events & ~(unsigned)(RL_FD_READABLE | RL_FD_WRITABLE | RL_FD_ERROR)))
         return -EINVAL;
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
+    rl_source_lock(s);
     atomic_store(&s->events, events & (RL_FD_READABLE | RL_FD_WRITABLE));
     for (size_t i = 0; i < s->links.count; i++) {
         rl_link *l = s->links.items[i];
         pthread_mutex_lock(&l->loop->lock);
-        int one = rl_fd_table_refresh(l->loop, s->fd);
+        int one = l->loop->dead ? 0 : rl_fd_table_set_events(l->loop, s);
         pthread_mutex_unlock(&l->loop->lock);
         if (one && !rc) rc = one;
     }
-    pthread_mutex_unlock(&s->lock);
+    rl_source_unlock(s);
     return rc;
 }
 
-static int by_order(const void *a, const void *b) {
-    const rl_source_t *x = *(rl_source_t *const *)a, *y = *(rl_source_t *const *)b;
-    return x->order < y->order ? -1 : x->order > y->order;
+static bool order_less(const void *a, const void *b) {
+    return ((const rl_source_t *)a)->order < ((const rl_source_t *)b)->order;
 }
 
-/* Put a collected but unperformed source back on the queues (it stays signalled). */
-static void requeue(rl_source_t *s) {
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* Look at one queued link: take its source if it is in the running mode, keep it deferred if
- * not, free it if it died. loop locked (so no link dies and no source leaves meanwhile). */
-static void sort_link(rl_loop_t *loop, rl_run_frame *run, rl_link *l, rl_ptrvec *ready, rl_ptrvec *keep) {
-    if (atomic_load(&l->state) & RL_LINK_DEAD) {
-        free(l);
-    } else if (rl_ptrset_contains(&run->mode->sources, l->source) && rl_ptrvec_push(ready, l->source) == 0) {
-        rl_retain(l->source);
-        atomic_fetch_and(&l->state, ~RL_LINK_QUEUED);
-    } else if (rl_ptrvec_push(keep, l)) {
-        atomic_fetch_and(&l->state, ~RL_LINK_QUEUED); /* out of memory: dropped, still signalled */
+/* Put a collected but unperformed source back at the front of loop's queue (it stays signalled),
+ * unless a signal since has queued it again. */
+static void requeue_first(rl_loop_t *loop, rl_source_t *s) {
+    rl_source_lock(s);
+    pthread_mutex_lock(&loop->lock);
+    rl_link *l = link_for(s, loop);
+    if (l && !(atomic_fetch_or(&l->state, RL_LINK_QUEUED) & RL_LINK_QUEUED)) {
+        l->next = loop->deferred;
+        loop->deferred = l;
+        if (!loop->deferred_tail) loop->deferred_tail = l;
     }
-    (void)loop;
+    pthread_mutex_unlock(&loop->lock);
+    rl_source_unlock(s);
 }
 
-bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
-    rl_ptrvec *ready = &run->ready;
-    ready->count = 0;
-    if (!loop->deferred.count && !atomic_load(&loop->signalled)) return false;
+/* Move the links signalled since the last pass to the end of the deferred list (which keeps
+ * signal order), then take the sources of the running mode out of it into ready, retained. A
+ * link whose source cannot be taken (out of memory) stays queued, and the pass does not sleep.
+ * loop locked (so no link dies and no source leaves meanwhile). */
+static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
     rl_link *pushed = atomic_exchange_explicit(&loop->signalled, NULL, memory_order_acquire);
-    /* The stack is newest first: reverse it, so sources of equal order go in signalling order. */
-    rl_link *fifo = NULL;
-    while (pushed) {
+    rl_link *fifo = NULL, *fifo_tail = pushed;
+    while (pushed) { /* the stack is newest first */
         rl_link *next = pushed->next;
         pushed->next = fifo;
         fifo = pushed;
         pushed = next;
     }
-    pthread_mutex_lock(&loop->lock);
-    rl_ptrvec keep;
-    rl_ptrvec_init(&keep);
-    for (size_t i = 0; i < loop->deferred.count; i++) sort_link(loop, run, loop->deferred.items[i], ready, &keep);
-    for (rl_link *l = fifo, *next; l; l = next) {
-        next = l->next;
-        sort_link(loop, run, l, ready, &keep);
+    if (fifo) {
+        if (loop->deferred_tail) loop->deferred_tail->next = fifo;
+        else loop->deferred = fifo;
+        loop->deferred_tail = fifo_tail;
     }
-    rl_ptrvec_free(&loop->deferred);
-    loop->deferred = keep;
-    if (keep.items == keep.inline_items) loop->deferred.items = loop->deferred.inline_items;
-    pthread_mutex_unlock(&loop->lock);
-    if (ready->count == 0) return false;
-    if (ready->count > 1) {
-        /* Stable order: an insertion sort for the usual handful, qsort past that. */
-        if (ready->count <= 16) {
-            for (size_t i = 1; i < ready->count; i++) {
-                rl_source_t *x = ready->items[i];
-                size_t j = i;
-                for (; j > 0 && ((rl_source_t *)ready->items[j - 1])->order > x->order; j--)
-                    ready->items[j] = ready->items[j - 1];
-                ready->items[j] = x;
-            }
+    rl_link **at = &loop->deferred, *last = NULL;
+    while (*at) {
+        rl_link *l = *at, *next = l->next; /* read before QUEUED clears: a signaller may then
+                                              push l again, writing l->next */
+        bool take = false, keep = true;
+        if (atomic_load(&l->state) & RL_LINK_DEAD) {
+            keep = false;
+        } else if (rl_ptrset_contains(&run->mode->sources, l->source)) {
+            take = rl_ptrvec_push(ready, l->source) == 0;
+            keep = !take;
+            run->retry |= !take; /* out of memory: it stays queued; do not sleep on it */
+        }
+        if (keep) {
+            last = l;
+            at = &l->next;
+            continue;
+        }
+        *at = next;
+        if (take) {
+            rl_retain(l->source);
+            atomic_fetch_and(&l->state, ~RL_LINK_QUEUED);
         } else {
-            qsort(ready->items, ready->count, sizeof *ready->items, by_order);
+            free(l);
         }
     }
+    loop->deferred_tail = last;
+}
+
+bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
+    rl_ptrvec *ready = &run->ready;
+    ready->count = 0;
+    /* deferred is written only by this thread (under the lock), so it may be read here. */
+    if (!loop->deferred && !atomic_load(&loop->signalled)) return false;
+    pthread_mutex_lock(&loop->lock);
+    take_ready(loop, run, ready);
+    pthread_mutex_unlock(&loop->lock);
+    if (ready->count == 0) return false;
+    /* Ascending order; equal orders in signal order (a stable sort, at any count). */
+    rl_ptrvec_sort_stable(ready, order_less, &run->ready_events);
     bool handled = false;
     size_t i = 0;
     double start = rl_time_now();
@@ -389,9 +447,11 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         }
         rl_release(s);
     }
-    for (; i < ready->count; i++) {
-        rl_source_t *s = ready->items[i];
-        if (atomic_load(&s->signalled)) requeue(s);
+    /* Left for a later pass (the run returns after one handled source): back to the front of the
+     * queue, in the same order, last first. */
+    for (size_t j = ready->count; j-- > i;) {
+        rl_source_t *s = ready->items[j];
+        if (atomic_load(&s->signalled)) requeue_first(loop, s);
         rl_release(s);
     }
     RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));

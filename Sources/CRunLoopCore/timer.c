@@ -25,7 +25,7 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
         errno = EINVAL;
         return NULL;
     }
-    rl_timer_t *t = calloc(1, sizeof *t);
+    rl_timer_t *t = rl_calloc(1, sizeof *t);
     if (!t) {
         errno = ENOMEM;
         return NULL;
@@ -76,7 +76,7 @@ static double tolerance_of(const rl_heap_node *n) {
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
-    rl_timer_entry *e = t->first_used ? calloc(1, sizeof *e) : &t->first;
+    rl_timer_entry *e = t->first_used ? rl_calloc(1, sizeof *e) : &t->first;
     if (!e) return -ENOMEM;
     if (e == &t->first) t->first_used = true;
     e->timer = t;
@@ -84,12 +84,15 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     e->node.when = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     e->node.order = t->order;
     e->node.seq = ++loop->timer_seq;
-    if (rl_heap_insert(&mode->timers, &e->node) || rl_ptrvec_push(&t->entries, e)) {
-        rl_heap_remove(&mode->timers, &e->node);
+    if (rl_ptrvec_push(&t->entries, e)) {
         free_entry(t, e);
         return -ENOMEM;
     }
-    rl_retain(t);
+    if (rl_heap_insert(&mode->timers, &e->node)) {
+        t->entries.count--;
+        free_entry(t, e);
+        return -ENOMEM;
+    }
     rl_loop_timers_changed(loop, mode);
     return 0;
 }
@@ -129,27 +132,32 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (rc) return rc;
     pthread_mutex_lock(&loop->lock);
     if ((rc = take(loop, t)) == 0) {
-        if (rl_mode_name_is_common(name)) {
-            rc = rl_ptrset_add(&loop->common_timers, t);
-            if (rc == 0) rc = -EEXIST;
-            if (rc > 0) {
-                rl_retain(t);
-                rc = 0;
-                for (size_t i = 0; i < loop->modes.count; i++) {
-                    rl_mode *m = loop->modes.items[i];
-                    if (m->common && entry_for(t, m) == NULL) {
-                        int one = rl_mode_add_timer(loop, m, t);
-                        if (one) rc = one;
-                    }
-                }
-            }
-        } else {
+        size_t before = t->entries.count; /* new entries are appended: undo removes from here */
+        bool common = rl_mode_name_is_common(name);
+        if (!common) {
             rl_mode *mode = rl_mode_find(loop, name, true);
             rc = mode ? rl_mode_add_timer(loop, mode, t) : -ENOMEM;
+        } else if ((rc = rl_ptrset_add(&loop->common_timers, t)) <= 0) {
+            if (rc == 0) rc = -EEXIST;
+        } else {
+            rc = 0;
+            for (size_t i = 0; !rc && i < loop->modes.count; i++) {
+                rl_mode *m = loop->modes.items[i];
+                if (m->common && !entry_for(t, m)) rc = rl_mode_add_timer(loop, m, t);
+            }
+            if (rc) { /* all or nothing */
+                while (t->entries.count > before)
+                    (void)rl_mode_remove_timer(loop, ((rl_timer_entry *)t->entries.items[before])->mode, t);
+                rl_ptrset_remove(&loop->common_timers, t);
+            } else {
+                rl_retain(t); /* the common set's reference */
+            }
         }
         if (rc) disown_if_unused(loop, t);
+        else for (size_t i = before; i < t->entries.count; i++) rl_retain(t); /* each mode's */
     }
     pthread_mutex_unlock(&loop->lock);
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
 }
 
@@ -175,6 +183,7 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     pthread_mutex_unlock(&loop->lock);
     if (!releases) return -ENOENT;
     while (releases--) rl_release(t);
+    RL_DEBUG_VERIFY(loop, "rl_loop_remove_timer");
     return 0;
 }
 
@@ -309,22 +318,25 @@ static int by_key(const void *a, const void *b) {
     return rl_heap_node_less(x, y) ? -1 : rl_heap_node_less(y, x);
 }
 
-void rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out) {
+bool rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out) {
     rl_heap *h = &mode->timers;
     out->count = 0;
-    if (!h->count || h->nodes[0]->when > now) return;
-    /* Breadth-first over the due part of the heap, using out itself as the queue of nodes. */
-    (void)rl_ptrvec_push(out, h->nodes[0]);
+    if (!h->count || h->nodes[0]->when > now) return true;
+    bool complete = true;
+    /* Breadth-first over the due part of the heap, using out itself as the queue of nodes. A
+     * node that does not fit (out of memory) is left for the next pass, with its subtree. */
+    complete &= rl_ptrvec_push(out, h->nodes[0]) == 0;
     for (size_t q = 0; q < out->count; q++) {
         size_t i = ((rl_heap_node *)out->items[q])->index;
         for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
-            if (h->nodes[c]->when <= now) (void)rl_ptrvec_push(out, h->nodes[c]);
+            if (h->nodes[c]->when <= now) complete &= rl_ptrvec_push(out, h->nodes[c]) == 0;
     }
     if (out->count > 1) qsort(out->items, out->count, sizeof *out->items, by_key);
     for (size_t q = 0; q < out->count; q++) {
         rl_timer_t *t = ((rl_timer_entry *)out->items[q])->timer;
         out->items[q] = rl_retain(t);
     }
+    return complete;
 }
 
 /* The first point of the grid fired + k * interval strictly after now, in O(1). */

@@ -1,5 +1,6 @@
 /* timer_heap.c - the 4-ary heap declared in timer_heap.h. */
 #include "timer_heap.h"
+#include "alloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static void sift_down(rl_heap *h, size_t i) {
 int rl_heap_insert(rl_heap *h, rl_heap_node *node) {
     if (h->count == h->capacity) {
         size_t cap = h->capacity ? h->capacity * 2 : 8;
-        rl_heap_node **grown = realloc(h->nodes, cap * sizeof *grown);
+        rl_heap_node **grown = rl_realloc(h->nodes, cap * sizeof *grown);
         if (!grown) return -ENOMEM;
         h->nodes = grown;
         h->capacity = cap;

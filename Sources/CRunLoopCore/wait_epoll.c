@@ -30,48 +30,73 @@ static void fatal(const char *what) {
     abort();
 }
 
-int rl_wait_init(rl_wait *w) {
-    w->epfd = w->eventfd = w->timerfd = -1;
-    w->armed = INFINITY;
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    w->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    w->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (w->epfd < 0 || w->eventfd < 0 || w->timerfd < 0) goto fail;
+/* A new epoll set watching the eventfd and timerfd (edge-triggered, never read). */
+static int new_set(int eventfd, int timerfd) {
+    int epfd = rl_fault_fails(EMFILE) ? -1 : epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) return -errno;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(RL_WAIT_WAKEUP, 0)};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->eventfd, &ev) < 0) goto fail;
-    ev.data.u64 = TAG(RL_WAIT_TIMER, 0);
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->timerfd, &ev) < 0) goto fail;
-    return 0;
-fail:;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, eventfd, &ev) == 0) {
+        ev.data.u64 = TAG(RL_WAIT_TIMER, 0);
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, timerfd, &ev) == 0) return epfd;
+    }
     int err = errno;
-    rl_wait_destroy(w);
+    close(epfd);
     return -err;
 }
 
-void rl_wait_destroy(rl_wait *w) {
+static void close_all(rl_wait *w) {
     if (w->epfd >= 0) close(w->epfd);
     if (w->eventfd >= 0) close(w->eventfd);
     if (w->timerfd >= 0) close(w->timerfd);
     w->epfd = w->eventfd = w->timerfd = -1;
 }
 
+int rl_wait_init(rl_wait *w) {
+    w->epfd = -1;
+    w->armed = INFINITY;
+    w->eventfd = rl_fault_fails(EMFILE) ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    w->timerfd = rl_fault_fails(EMFILE) ? -1 : timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    int rc = w->eventfd < 0 || w->timerfd < 0 ? -errno : new_set(w->eventfd, w->timerfd);
+    if (rc < 0) {
+        close_all(w);
+        return rc;
+    }
+    w->epfd = rc;
+    return 0;
+}
+
+void rl_wait_destroy(rl_wait *w) { close_all(w); }
+
+int rl_wait_renew(rl_wait *w, bool all) {
+    if (!all) {
+        int epfd = new_set(w->eventfd, w->timerfd);
+        if (epfd < 0) return epfd;
+        close(w->epfd);
+        w->epfd = epfd;
+        return 0;
+    }
+    /* After fork: these objects are shared with the parent; the child only lets go of them. */
+    close_all(w);
+    return rl_wait_init(w);
+}
+
 static uint32_t to_epoll(unsigned events) {
     uint32_t e = 0;
     if (events & RL_FD_READABLE) e |= EPOLLIN | EPOLLRDHUP;
     if (events & RL_FD_WRITABLE) e |= EPOLLOUT;
+    /* Nothing asked for: errors and hang-ups are still reported, so report them once only. */
+    if (!e) e = EPOLLET;
     return e;
 }
 
 int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, bool add) {
     struct epoll_event ev = {.events = to_epoll(events), .data.u64 = TAG(fd, gen)};
-    int op = add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
-    if (epoll_ctl(w->epfd, op, fd, &ev) == 0) return 0;
-    /* The fd was closed and its number reused behind our back, or closed and reopened: the set
-     * holds a stale registration or none. Switch operations once. */
-    if (errno == EEXIST || errno == ENOENT) {
-        op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-        if (epoll_ctl(w->epfd, op, fd, &ev) == 0) return 0;
-    }
+    if (epoll_ctl(w->epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
+    /* Adding a file the set already holds: an earlier registration of the same file at the same
+     * number that could not be deleted (the fd was closed at the time, and has been dup2'd back
+     * since). Take it over. A MOD that fails is never turned into an ADD: ENOENT there means the
+     * file at fd is not the one registered, and the caller must know (fd_table.c). */
+    if (add && errno == EEXIST && epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
     return -errno;
 }
 
@@ -81,7 +106,10 @@ void rl_wait_unwatch(rl_wait *w, int fd) {
 }
 
 void rl_wait_arm(rl_wait *w, double deadline) {
-    if (deadline == w->armed) return;
+    /* Past RL_TIME_NEVER a date is "never": no machine stays up that long, and converting it to
+     * time_t would overflow (1e300 once became a negative tv_sec and an abort). */
+    if (!(deadline < RL_TIME_NEVER)) deadline = INFINITY;
+    if (deadline == w->armed || w->timerfd < 0) return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     if (deadline < INFINITY) {
@@ -102,7 +130,7 @@ int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max) {
     int n;
     do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
     while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
-    if (n < 0) fatal("epoll_wait");
+    if (n < 0) fatal("epoll_wait"); /* EBADF, EINVAL: our own epoll fd was closed behind our back */
     for (int i = 0; i < n; i++) {
         uint32_t e = ev[i].events;
         unsigned out = 0;

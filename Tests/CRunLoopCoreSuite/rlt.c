@@ -15,6 +15,9 @@
  * rather than hang the whole suite.
  */
 #include "rlt.h"
+#ifdef RL_DEBUG
+#include "../../Sources/CRunLoopCore/internal.h" /* rl_loop_verify, rl_tls_loop */
+#endif
 
 #include <errno.h>
 #include <pthread.h>
@@ -93,6 +96,21 @@ static const char *rlt_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
+}
+
+int rlt_step(const char *file, int line)
+{
+#ifdef RL_DEBUG
+    char report[RLT_MESSAGE_MAX - 64];
+    if (rl_tls_loop == NULL || rl_loop_verify(rl_tls_loop, report, sizeof report) == 0)
+        return 0;
+    rlt_fail(file, line, "loop inconsistent after this step: %s", report);
+    return 1;
+#else
+    (void)file;
+    (void)line;
+    return 0;
+#endif
 }
 
 /* Store the first failure of record; later ones are dropped. */

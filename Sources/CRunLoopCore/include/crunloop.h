@@ -8,8 +8,10 @@
  *   Each thread has at most one loop (rl_loop_t), created the first time the thread calls
  *   rl_loop_get_current() and torn down when the thread exits: it then removes its sources
  *   (their cancel runs), lets go of its timers and observers (which stay valid and may join
- *   another loop), drops its queued blocks, and takes no new items. References to the loop
- *   keep the object alive. A loop runs in one named mode at a time and services the items added
+ *   another loop), drops its queued blocks, closes its kernel objects (epoll set, eventfd,
+ *   timerfd) and takes no new items. Teardown allocates nothing, so it cannot fail halfway.
+ *   References to the loop keep the object alive, as a dead loop: it holds no fd, adding to it
+ *   returns -EINVAL, and stop, wakeup and the queries are harmless. A loop runs in one named mode at a time and services the items added
  *   to that mode:
  *
  *     sources, version 0  (rl_source_create)     performed when signalled (rl_source_signal)
@@ -53,7 +55,11 @@
  * TIME
  *   Fire dates are absolute times in seconds on CLOCK_MONOTONIC, as returned by rl_time_now().
  *   Intervals, tolerances and run timeouts are seconds. Timers are waited on with a timerfd, so
- *   they are not delayed by the thread's timer slack.
+ *   they are not delayed by the thread's timer slack. Every non-negative value is accepted,
+ *   however large (INFINITY, DBL_MAX, 1e300), and means "that far away": a date past about
+ *   31,700 years of uptime is never reached, a run timeout over about 16 years is none, and a
+ *   huge tolerance lets a due timer wait for whatever wakes the loop next. Only NaN and negative
+ *   values are errors.
  *
  * THREADS
  *   Every function may be called from any thread, except that rl_run() and rl_run_in_mode() run
@@ -78,14 +84,52 @@
  *   Functions returning int return 0 on success or a negative errno value:
  *     -EINVAL  a NULL handle, a NULL or empty mode name, a NaN or negative time, an invalidated
  *              item, an unknown flag, RL_COMMON_MODES where a real mode is needed, adding to
- *              a loop whose thread has exited (it will never run again);
- *     -EBADF   a file descriptor that is not open;
+ *              or running a dead loop (its thread has exited, or is not in this process after
+ *              fork: it will never run again);
+ *     -EBADF   a file descriptor that is not open, or was closed while its source was added;
  *     -EBUSY   a timer or observer that already belongs to another loop;
  *     -EEXIST  an item added to a mode it is already in (it stays there, once);
  *     -ENOENT  an item removed from a mode it is not in;
- *     -ENOMEM  out of memory; other values are those of the failing system call (epoll_ctl).
+ *     -ENOMEM  out of memory;
+ *     -EMFILE, -ENFILE  no file descriptor left to create the thread's loop;
+ *     -EPERM   epoll refuses the fd (a regular file or a directory); other values are those of
+ *              the failing system call (epoll_ctl).
+ *   A call that fails changes nothing: an add either joins every mode it names (all the common
+ *   modes, for RL_COMMON_MODES) or none, keeps no reference and runs no schedule callout.
  *   Functions returning a pointer return NULL and set errno. Queries given a NULL handle return
  *   0, false or NULL (rl_source_get_fd: -1). rl_release(NULL) and rl_retain(NULL) do nothing.
+ *
+ * RUNNING OUT
+ *   No shortage aborts the process or loses work. Without an fd or memory for a new loop,
+ *   rl_loop_get_current() and rl_loop_get_main() return NULL (errno EMFILE, ENFILE or ENOMEM) and
+ *   rl_run() and rl_run_in_mode() return the negative error; a later call tries again.
+ *   Signalling a source never allocates, and a signal, once made, is performed at a later pass
+ *   whatever fails meanwhile. When memory runs out in the middle of a pass, what could not be
+ *   taken (a signalled source, a due timer, a ready fd) stays pending and the loop polls
+ *   instead of sleeping until it can. The process is aborted, with a message, only for states
+ *   that cannot happen: rl_release() of something that is not an rl_* object or has no
+ *   reference left; epoll_wait, timerfd_settime or the eventfd write failing on the loop's own
+ *   descriptors (EBADF, EINVAL: something else closed them).
+ *
+ * FILE DESCRIPTORS CLOSED TOO EARLY
+ *   Remove or invalidate an fd source before closing its fd. If the fd is closed first, the
+ *   source is stale in each loop that notices it (the kernel drops a registration with its
+ *   file): it is never called again, not even when the number is reused for another file, and
+ *   rl_source_set_fd_events() on it returns -EBADF; removing or invalidating it works as usual
+ *   and leaves any new source on the same number registered. A new source on a reused number
+ *   gets a registration of its own (adding it costs one epoll_ctl probe). If the closed file is
+ *   still open elsewhere (a dup), the kernel keeps its registration; the loop notices events
+ *   that match no registration of its own and rebuilds its epoll set, so nothing spins.
+ *
+ * FORK
+ *   fork() is safe in a threaded program that uses the library: pthread_atfork handlers take
+ *   every lock of the library around it, so the child finds none held. In the child, the
+ *   forking thread's loop keeps working with kernel objects of its own (a new epoll set, eventfd
+ *   and timerfd, its fds registered again), so nothing the child does can wake, stall or rearm
+ *   the parent's loop; it is also the child's main loop (the forking thread is the child's main
+ *   thread). Every other loop belonged to a thread that does not exist in the child: it is dead
+ *   there (see DESCRIPTION); its items stay in it and may be invalidated. If the child cannot
+ *   make new kernel objects, its thread gets a new loop at its next call instead.
  *
  * WHERE THIS DIFFERS FROM CFRunLoop ON LINUX (deliberately)
  *   - Timer tolerance is honoured: due timers whose windows [fire date, fire date + tolerance]
@@ -105,6 +149,11 @@
  *   - The main thread's loop is not special: CF makes every common mode of the main loop
  *     non-empty because it services the main dispatch queue there; this core knows nothing of
  *     libdispatch (the Swift layer adds that).
+ *   - Signalled version-0 sources of equal order are performed in the order they were queued
+ *     for the loop, at any count: when first signalled, or, for a source signalled before it
+ *     joined the loop, when it joined. A source left for a later pass (a run that returns after
+ *     one handled source) keeps its place. CF performs them in the order of its set of sources
+ *     (by address hash), which is arbitrary.
  */
 #ifndef CRUNLOOP_H
 #define CRUNLOOP_H
@@ -178,10 +227,13 @@ RL_API void rl_release(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
 
-/* The calling thread's loop, created on first use; borrowed (valid until the thread exits). */
+/* The calling thread's loop, created on first use; borrowed (valid until the thread exits).
+ * NULL with errno EMFILE, ENFILE, ENOMEM (or EAGAIN: no thread-specific key left) when it cannot
+ * be created; a later call tries again. */
 RL_API rl_loop_t *rl_loop_get_current(void);
 /* The loop of the process's main thread (the thread whose id is the process id), from any
- * thread; borrowed. Created on first use (under a lock); after that, one atomic load. */
+ * thread; borrowed. Created on first use (under a lock); after that, one atomic load. NULL with
+ * errno as for rl_loop_get_current() when it cannot be created. */
 RL_API rl_loop_t *rl_loop_get_main(void);
 /* True when loop is the calling thread's loop. Lock-free. */
 RL_API bool rl_loop_is_current(rl_loop_t *loop);
@@ -194,7 +246,8 @@ RL_API int rl_run(void);
 /* Run the current thread's loop in mode for at most seconds (<= 0: one pass without waiting;
  * HUGE_VAL or more than about 16 years: no timeout). With return_after_source_handled, return
  * RL_RUN_HANDLED_SOURCE after the first version-0 source performed or fd source called.
- * Returns an RL_RUN_* value, or -EINVAL (NULL, empty or common mode name, NaN seconds). */
+ * Returns an RL_RUN_* value, or -EINVAL (NULL, empty or common mode name, NaN seconds), or the
+ * error of creating the thread's loop (-EMFILE, -ENFILE, -ENOMEM, -EAGAIN). */
 RL_API int rl_run_in_mode(const char *mode, double seconds, bool return_after_source_handled);
 
 /* Make the innermost run of loop return RL_RUN_STOPPED at its next exit check (the loop is woken
@@ -207,7 +260,8 @@ RL_API void rl_loop_wakeup(rl_loop_t *loop);
 RL_API bool rl_loop_is_waiting(rl_loop_t *loop);
 
 /* Mark mode as common: every item in RL_COMMON_MODES is added to it now and later. Marking
- * RL_DEFAULT_MODE or an already common mode again is a no-op returning 0. */
+ * RL_DEFAULT_MODE or an already common mode again is a no-op returning 0. All or nothing: on
+ * failure (-ENOMEM) the mode is not common and no item joined it. */
 RL_API int rl_loop_add_common_mode(rl_loop_t *loop, const char *mode);
 /* The name of the mode of the innermost run, malloc'd (free it); NULL when not running. */
 RL_API char *rl_loop_copy_current_mode(rl_loop_t *loop);
@@ -217,8 +271,8 @@ RL_API char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count);
 
 /* Queue fn(arg) to run once, in the loop's thread, at the next pass of a run in mode (or in any
  * common mode, for RL_COMMON_MODES). Blocks run in the order queued. Does not wake the loop:
- * call rl_loop_wakeup() after it from another thread. A block still queued when the loop is
- * destroyed is dropped without running. */
+ * call rl_loop_wakeup() after it from another thread. A block still queued when the loop's
+ * thread exits is dropped without running. Blocks queued for other modes cost a pass nothing. */
 RL_API int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *arg), void *arg);
 
 /* A human-readable dump, malloc'd (free it): the modes, the common modes, and for every mode its
@@ -254,7 +308,8 @@ RL_API rl_source_t *rl_source_create(long order, const rl_source_context_t *cont
  * closing fd. NULL with errno EBADF when fd is not open, EINVAL for unknown events. */
 RL_API rl_source_t *rl_source_create_fd(int fd, unsigned events, long order,
                                         rl_fd_callback_t callback, const rl_context_t *context);
-/* Change what a version-1 source waits for; takes effect in every loop at once. */
+/* Change what a version-1 source waits for; takes effect in every loop at once. -EBADF when its
+ * fd was closed while it was added (see FILE DESCRIPTORS CLOSED TOO EARLY). */
 RL_API int rl_source_set_fd_events(rl_source_t *source, unsigned events);
 /* The fd and events of a version-1 source (-1 and 0 for a version-0 source). */
 RL_API int rl_source_get_fd(rl_source_t *source);
@@ -267,7 +322,8 @@ RL_API int rl_loop_add_source(rl_loop_t *loop, rl_source_t *source, const char *
 RL_API int rl_loop_remove_source(rl_loop_t *loop, rl_source_t *source, const char *mode);
 RL_API bool rl_loop_contains_source(rl_loop_t *loop, rl_source_t *source, const char *mode);
 /* Mark a version-0 source as signalled: the loop performs it once at its next pass in a mode that
- * contains it, however often it was signalled before that. Lock-free when already signalled. */
+ * contains it, however often it was signalled before that. Lock-free when already signalled;
+ * never allocates, never fails. */
 RL_API void rl_source_signal(rl_source_t *source);
 RL_API bool rl_source_is_signalled(rl_source_t *source);
 /* Remove source from every mode of every loop (cancel runs for each) and stop it for good. */

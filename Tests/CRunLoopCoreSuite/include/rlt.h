@@ -6,7 +6,9 @@
  * registers itself at load time. Each test runs on a fresh thread of its own, so it gets a fresh
  * current loop that is torn down when the test ends. RLT_CHECK records a failure with file, line
  * and the failed expression and returns from the test; RLT_CHECK_EQ does the same for two
- * integers and prints both values.
+ * integers and prints both values. In a debug build of the core (-DRL_DEBUG), every check is
+ * also a step after which the calling thread's loop must pass rl_loop_verify (the core's
+ * invariant checker): a violation fails the test with the checker's report.
  */
 #ifndef RLT_H
 #define RLT_H
@@ -29,6 +31,9 @@ typedef void (*rlt_fn)(void);
 void rlt_register(const char *name, rlt_fn fn);
 void rlt_fail(const char *file, int line, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+/* Debug builds: verify the calling thread's loop, if it has one; 1 (and a failure recorded)
+ * when it is inconsistent. Other builds: 0. */
+int rlt_step(const char *file, int line);
 
 #define RLT_TEST(name)                                                                \
     static void rlt_test_##name(void);                                                \
@@ -40,6 +45,7 @@ void rlt_fail(const char *file, int line, const char *format, ...)
 #define RLT_CHECK(cond)                                                               \
     do {                                                                              \
         if (!(cond)) { rlt_fail(__FILE__, __LINE__, "%s", #cond); return; }           \
+        if (rlt_step(__FILE__, __LINE__)) return;                                     \
     } while (0)
 
 #define RLT_CHECK_EQ(a, b)                                                            \
@@ -49,6 +55,7 @@ void rlt_fail(const char *file, int line, const char *format, ...)
             rlt_fail(__FILE__, __LINE__, "%s == %s (%lld != %lld)", #a, #b, rlt_a_, rlt_b_); \
             return;                                                                   \
         }                                                                             \
+        if (rlt_step(__FILE__, __LINE__)) return;                                     \
     } while (0)
 
 #ifdef __cplusplus

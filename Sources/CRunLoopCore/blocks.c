@@ -1,0 +1,131 @@
+/*
+ * blocks.c - rl_loop_perform: functions queued to run once, at a pass of a given mode.
+ *
+ * Each mode has its own queue and the common modes share one; a sequence number orders blocks
+ * across the two, so a pass in a common mode runs both in the order they were queued. A pass
+ * looks only at the queues it may run, so blocks waiting for other modes cost it nothing (once
+ * a pass walked every queued block: 100,000 blocks for mode B made each pass of mode A 3000 times
+ * slower). Counts are atomic so that a pass with nothing to run takes no lock.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static void push(rl_block_queue *q, rl_block *b) {
+    b->next = NULL;
+    if (q->tail) q->tail->next = b;
+    else q->head = b;
+    q->tail = b;
+    atomic_store(&q->count, atomic_load_explicit(&q->count, memory_order_relaxed) + 1);
+}
+
+/* Take the whole queue; returns its first block. loop locked. */
+static rl_block *take(rl_loop_t *loop, rl_block_queue *q) {
+    rl_block *head = q->head;
+    size_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
+    q->head = q->tail = NULL;
+    atomic_store_explicit(&q->count, 0, memory_order_relaxed);
+    atomic_fetch_sub(&loop->blocks_hint, n);
+    return head;
+}
+
+int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void *arg) {
+    if (!loop || !fn) return -EINVAL;
+    int rc = rl_mode_check_name(mode);
+    if (rc) return rc;
+    rl_block *b = rl_malloc(sizeof *b);
+    if (!b) return -ENOMEM;
+    b->fn = fn;
+    b->arg = arg;
+    pthread_mutex_lock(&loop->lock);
+    rl_block_queue *q = NULL;
+    if (loop->dead) {
+        rc = -EINVAL;
+    } else if (rl_mode_name_is_common(mode)) {
+        q = &loop->common_blocks;
+    } else {
+        rl_mode *m = rl_mode_find(loop, mode, true);
+        if (m) q = &m->blocks;
+        else rc = -ENOMEM;
+    }
+    if (q) {
+        b->seq = ++loop->block_seq;
+        push(q, b);
+        atomic_fetch_add(&loop->blocks_hint, 1);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    if (rc) free(b);
+    return rc;
+}
+
+bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
+    return atomic_load(&mode->blocks.count) || (mode->common && atomic_load(&loop->common_blocks.count));
+}
+
+void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
+    rl_mode *mode = run->mode;
+    /* Lock-free first look (a superset: whether the mode is common needs the lock). */
+    if (!atomic_load(&mode->blocks.count) && !atomic_load(&loop->common_blocks.count)) return;
+    pthread_mutex_lock(&loop->lock);
+    /* Detach what may run; blocks queued by the callouts below wait for the next turn. */
+    rl_block *own = take(loop, &mode->blocks);
+    rl_block *common = mode->common ? take(loop, &loop->common_blocks) : NULL;
+    pthread_mutex_unlock(&loop->lock);
+    if (!own && !common) return;
+    double start = rl_time_now();
+    while (own || common) {
+        rl_block **from = !common || (own && own->seq < common->seq) ? &own : &common;
+        rl_block *b = *from;
+        *from = b->next;
+        __RL_IS_CALLING_OUT_TO_A_BLOCK__(b->fn, b->arg);
+        free(b);
+    }
+    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+}
+
+void rl_blocks_drop_all(rl_loop_t *loop) {
+    rl_block *lists[2] = {NULL, NULL};
+    pthread_mutex_lock(&loop->lock);
+    lists[0] = take(loop, &loop->common_blocks);
+    for (size_t i = 0; i < loop->modes.count; i++) {
+        rl_block *b = take(loop, &((rl_mode *)loop->modes.items[i])->blocks);
+        while (b) { /* prepend each to one list: order no longer matters, they never run */
+            rl_block *next = b->next;
+            b->next = lists[1];
+            lists[1] = b;
+            b = next;
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
+    for (int k = 0; k < 2; k++)
+        for (rl_block *b = lists[k], *next; b; b = next) {
+            next = b->next;
+            free(b);
+        }
+}
+
+static int verify_queue(const rl_block_queue *q, size_t *total, void (*fail)(void *, const char *, long), void *ctx) {
+    int bad = 0;
+    size_t n = 0;
+    uint64_t seq = 0;
+    const rl_block *last = NULL;
+    for (const rl_block *b = q->head; b; last = b, b = b->next, n++) {
+        if (b->seq <= seq) bad++, fail(ctx, "block queue out of order at block", (long)n);
+        seq = b->seq;
+    }
+    if (last != q->tail) bad++, fail(ctx, "block queue tail is not its last block; length", (long)n);
+    if (n != atomic_load(&q->count)) bad++, fail(ctx, "block queue count is off by", (long)atomic_load(&q->count) - (long)n);
+    *total += n;
+    return bad;
+}
+
+int rl_blocks_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx) {
+    size_t total = 0;
+    int bad = verify_queue(&loop->common_blocks, &total, fail, ctx);
+    for (size_t i = 0; i < loop->modes.count; i++)
+        bad += verify_queue(&((rl_mode *)loop->modes.items[i])->blocks, &total, fail, ctx);
+    if (total != atomic_load(&loop->blocks_hint))
+        bad++, fail(ctx, "blocks hint is off by", (long)atomic_load(&loop->blocks_hint) - (long)total);
+    return bad;
+}

@@ -1,0 +1,146 @@
+/*
+ * verify.c - rl_loop_verify: every invariant a loop's lock guards, checked in one walk, with a
+ * message per violation (libev's ev_verify in spirit). The tests call it after each step; debug
+ * builds (-DRL_DEBUG) also call it after every change of membership and abort on a violation,
+ * since that is a state that cannot happen.
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *report;
+    size_t size, used;
+    int bad;
+    const rl_loop_t *loop;
+} verifier;
+
+__attribute__((format(printf, 2, 3))) static void failf(verifier *v, const char *format, ...) {
+    v->bad++;
+    if (!v->report || v->used + 1 >= v->size) return;
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(v->report + v->used, v->size - v->used, format, ap);
+    va_end(ap);
+    if (n < 0) return;
+    v->used += (size_t)n;
+    if (v->used >= v->size) v->used = v->size - 1;
+    else if (v->used + 1 < v->size) v->report[v->used++] = '\n', v->report[v->used] = '\0';
+}
+
+static void fail_cb(void *ctx, const char *what, long a) { failf(ctx, "%s %ld", what, a); }
+
+#define CHECK(cond, ...) do { if (!(cond)) failf(v, __VA_ARGS__); } while (0)
+
+static bool observer_before(const rl_observer_t *a, const rl_observer_t *b) {
+    return a->order != b->order ? a->order < b->order : a->seq < b->seq;
+}
+
+static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
+    const char *why = NULL;
+    CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
+    for (size_t i = 0; i < m->timers.count; i++) {
+        rl_timer_entry *e = (rl_timer_entry *)m->timers.nodes[i];
+        rl_timer_t *t = e->timer;
+        CHECK(e->mode == m, "mode %s: heap entry %zu belongs to another mode", m->name, i);
+        CHECK(atomic_load(&t->loop) == loop, "mode %s: timer %p is in the heap but owned by %p", m->name,
+              (void *)t, (void *)atomic_load(&t->loop));
+        CHECK(rl_ptrvec_contains(&t->entries, e), "mode %s: timer %p does not list its heap entry", m->name, (void *)t);
+        CHECK(e->node.when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f", m->name,
+              (void *)t, e->node.when, atomic_load(&t->fire_date));
+        CHECK(e->node.order == t->order, "mode %s: timer %p keyed with another order", m->name, (void *)t);
+        for (size_t j = 0; j < t->entries.count; j++) {
+            rl_timer_entry *f = t->entries.items[j];
+            CHECK(f == e || f->mode != m, "mode %s: timer %p has two entries in it", m->name, (void *)t);
+        }
+    }
+    size_t members = 0;
+    for (size_t i = 0; i < m->sources.capacity; i++) {
+        rl_source_t *s = m->sources.slots[i];
+        if (!s) continue;
+        members++;
+        CHECK(s->obj.type == RL_TYPE_SOURCE, "mode %s: a member of its sources is not a source", m->name);
+        CHECK(atomic_load(&s->obj.refs) > 0, "mode %s: source %p has no reference left", m->name, (void *)s);
+    }
+    CHECK(members == m->sources.count, "mode %s: %zu sources counted, %zu in the set", m->name, m->sources.count, members);
+    unsigned mask = 0;
+    for (size_t i = 0; i < m->observers.count; i++) {
+        rl_observer_t *o = m->observers.items[i];
+        mask |= o->activities;
+        CHECK(atomic_load(&o->loop) == loop, "mode %s: observer %p owned by %p", m->name, (void *)o, (void *)atomic_load(&o->loop));
+        CHECK(rl_ptrvec_contains(&o->modes, m), "mode %s: observer %p does not list the mode", m->name, (void *)o);
+        CHECK(i == 0 || observer_before(m->observers.items[i - 1], o), "mode %s: observers out of order at %zu", m->name, i);
+    }
+    CHECK(mask == atomic_load(&m->observer_mask), "mode %s: observer mask %#x, observers want %#x", m->name,
+          atomic_load(&m->observer_mask), mask);
+}
+
+static void verify_common(verifier *v, rl_loop_t *loop, const rl_ptrset *set, int type) {
+    for (size_t i = 0; i < set->capacity; i++) {
+        rl_object *item = set->slots[i];
+        if (!item) continue;
+        CHECK(item->type == type, "common set holds an item of the wrong kind");
+        if (type == RL_TYPE_TIMER) CHECK(atomic_load(&((rl_timer_t *)item)->loop) == loop, "common timer not owned by the loop");
+        if (type == RL_TYPE_OBSERVER) CHECK(atomic_load(&((rl_observer_t *)item)->loop) == loop, "common observer not owned by the loop");
+        /* (A common item may be missing from a common mode: CF lets it be removed from one by name.) */
+    }
+}
+
+static void verify_sources_links(verifier *v, rl_loop_t *loop) {
+    /* A source's links are under its lock, which ranks before the loop's: only try it. */
+    for (size_t i = 0; i < loop->modes.count; i++) {
+        rl_mode *m = loop->modes.items[i];
+        for (size_t j = 0; j < m->sources.capacity; j++) {
+            rl_source_t *s = m->sources.slots[j];
+            if (!s) continue;
+            if (s->version == 1)
+                CHECK(loop->dead || rl_fd_table_is_stale(loop, s) || s->fd < (int)loop->fds.size,
+                      "fd source %p of mode %s is not in the fd table", (void *)s, m->name);
+        }
+    }
+    for (const rl_link *l = loop->deferred; l; l = l->next) {
+        CHECK(l->loop == loop, "deferred link %p belongs to loop %p", (const void *)l, (void *)l->loop);
+        CHECK(atomic_load(&l->state) & RL_LINK_QUEUED, "deferred link %p is not marked queued", (const void *)l);
+        CHECK(l->next || l == loop->deferred_tail, "deferred list's tail is not its last link");
+    }
+}
+
+int rl_loop_verify(rl_loop_t *loop, char *report, size_t size) {
+    if (!loop) return 0;
+    verifier vv = {.report = report, .size = size, .loop = loop}, *v = &vv;
+    if (report && size) report[0] = '\0';
+    pthread_mutex_lock(&loop->lock);
+    CHECK(loop->default_mode && loop->default_mode->common, "the default mode is missing or not common");
+    for (size_t i = 0; i < loop->modes.count; i++) {
+        rl_mode *m = loop->modes.items[i];
+        verify_mode(v, loop, m);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(((rl_mode *)loop->modes.items[j])->name, m->name), "mode %s appears twice", m->name);
+    }
+    verify_common(v, loop, &loop->common_sources, RL_TYPE_SOURCE);
+    verify_common(v, loop, &loop->common_timers, RL_TYPE_TIMER);
+    verify_common(v, loop, &loop->common_observers, RL_TYPE_OBSERVER);
+    verify_sources_links(v, loop);
+    vv.bad += rl_fd_table_verify(loop, fail_cb, v);
+    vv.bad += rl_blocks_verify(loop, fail_cb, v);
+    for (rl_run_frame *r = loop->run; r; r = r->outer)
+        CHECK(rl_ptrvec_contains(&loop->modes, r->mode), "a run is in a mode the loop does not have");
+    if (atomic_load(&loop->closed)) {
+        CHECK(loop->dead, "closed loop not marked dead");
+        CHECK(loop->wait.epfd < 0 && loop->wait.eventfd < 0 && loop->wait.timerfd < 0, "closed loop still holds a kernel object");
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return vv.bad;
+}
+
+#ifdef RL_DEBUG
+void rl_debug_verify(rl_loop_t *loop, const char *where) {
+    char report[2048];
+    if (rl_loop_verify(loop, report, sizeof report) == 0) return;
+    fprintf(stderr, "crunloop: loop %p is inconsistent after %s:\n%s", (void *)loop, where, report);
+    abort();
+}
+#endif
