@@ -131,7 +131,7 @@ check-asan:
 	ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}" \
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
 	$(MAKE) --no-print-directory check BUILD=build/asan CC="$$cc" LDFLAGS='$(ASAN_LDFLAGS)' \
-	    SANFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer'
+	    SANFLAGS='-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer'
 
 check-tsan:
 	@cc=$$(sh Tests/runner/sancc.sh thread $(TSAN_CC) $(CC) gcc) && \
@@ -175,6 +175,8 @@ test:
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG
+	$(MAKE) --no-print-directory faults
+	$(MAKE) --no-print-directory stress
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory bench-smoke
 

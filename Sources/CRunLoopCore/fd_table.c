@@ -20,7 +20,10 @@
  * reused number gets a registration of its own. A stale registration the kernel keeps (the old
  * file is still open through a dup elsewhere) keeps reporting events that match no registration
  * of ours; when one repeats on consecutive waits, the epoll set is rebuilt from the table, as
- * libev does, which drops it.
+ * libev does, which drops it. The same registration may still carry the live tag of the source
+ * whose fd was closed (no source was added on the number since): an fd reported on many waits in
+ * a row is probed with a MOD at the 4th, 8th, 16th... (a stream that stays ready costs a system
+ * call now and then, never per event), and the probe finds the file gone.
  *
  * Stale is a bit in the stored pointer (sources are 64-byte aligned), so marking never allocates.
  * All functions: loop locked.
@@ -93,10 +96,11 @@ static void forget_file(rl_loop_t *loop, rl_fd_watch *w, int fd) {
 
 static bool file_gone(int rc) { return rc == -ENOENT || rc == -EBADF; }
 
-/* Change what the registration at fd watches (in the set already). A vanished file makes the
- * watch's sources stale and returns -EBADF. */
-static int modify(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events) {
-    if (w->registered == events) return 0;
+/* Change what the registration at fd watches (in the set already); force re-arms an unchanged
+ * one (edge-triggered registrations). A vanished file makes the watch's sources stale and
+ * returns -EBADF. */
+static int modify(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events, bool force) {
+    if (w->registered == events && !force) return 0;
     int rc = rl_wait_watch(&loop->wait, fd, events, w->gen, false);
     if (file_gone(rc)) {
         forget_file(loop, w, fd);
@@ -131,10 +135,8 @@ static int refresh(rl_loop_t *loop, rl_fd_watch *w, int fd) {
         loop->fds.in_set--;
         return 0;
     }
-    /* A registration parked with no interest is edge-triggered: re-arm it even if the
-     * interest did not change. */
-    if (events == 0) w->registered = ~0u;
-    return modify(loop, w, fd, events);
+    /* A registration with no interest is edge-triggered: re-arm it even if unchanged. */
+    return modify(loop, w, fd, events, events == 0);
 }
 
 int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
@@ -231,6 +233,12 @@ static void collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, 
         *rebuild |= repeated_stale(&loop->fds, ((uint64_t)event->gen << 32) | (uint32_t)event->fd);
         return;
     }
+    /* Ready on many waits in a row: is the file at the number still the one registered? */
+    if (w->last_wait + 1 != loop->fds.waits) w->streak = 0;
+    else if (w->streak < UINT16_MAX && ++w->streak >= 4 && !(w->streak & (w->streak - 1)) &&
+             modify(loop, w, event->fd, w->registered, true) == -EBADF)
+        return; /* its sources are stale now; the kernel's registration, if kept, repeats */
+    w->last_wait = loop->fds.waits;
     bool taken = false, mode_has_source = false;
     unsigned mode_interest = 0;
     size_t n = entry_count(w);
@@ -255,8 +263,7 @@ static void collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, 
     /* Nobody in this mode wants what is ready: narrow until the mode changes. */
     if (rl_ptrvec_push(&loop->fds.parked, (void *)(uintptr_t)event->fd)) return;
     unsigned narrowed = mode_has_source ? mode_interest : 0;
-    if (narrowed == 0) w->registered = ~0u; /* (re)register edge-triggered */
-    if (modify(loop, w, event->fd, narrowed) == 0 && w->in_set) w->parked = true;
+    if (modify(loop, w, event->fd, narrowed, narrowed == 0) == 0 && w->in_set) w->parked = true;
     else rl_ptrvec_remove(&loop->fds.parked, (void *)(uintptr_t)event->fd);
 }
 
@@ -275,6 +282,7 @@ void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *ev
     rl_fd_table *t = &loop->fds;
     bool rebuild = false;
     t->stale_now = 0;
+    t->waits++;
     for (int i = 0; i < n; i++)
         if (events[i].fd >= 0) collect(loop, mode, &events[i], out, out_events, &rebuild);
     memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);

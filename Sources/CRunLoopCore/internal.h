@@ -243,6 +243,8 @@ typedef struct {
     rl_ptrvec *more;     /* further sources on the same fd (rare: a reader and a writer), or NULL */
     unsigned registered; /* RL_FD_* the epoll set watches now (0: edge-triggered, errors only) */
     uint32_t gen;
+    uint32_t last_wait;  /* the table's wait count when the fd was last reported */
+    uint16_t streak;     /* how many waits in a row reported it (saturates) */
     bool in_set;         /* the set holds a registration for the file now at fd */
     bool parked;         /* narrowed to the current mode's interest */
 } rl_fd_watch;
@@ -255,6 +257,7 @@ typedef struct {
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
     size_t in_set;         /* how many fds the epoll set watches */
     uint32_t next_gen;
+    uint32_t waits;        /* waits that returned fd events */
     /* Tags of events that matched no registration, in the last wait and in this one. */
     uint64_t stale[RL_FD_STALE_TAGS], stale_next[RL_FD_STALE_TAGS];
     size_t stale_before, stale_now;

@@ -21,7 +21,10 @@
 
 #include <stdint.h>
 
-enum { STRIPES = 64 };
+/* Enough that unrelated sources rarely share one on a machine with a few dozen cores. Kept small
+ * also because prepare holds all of them at once, with every loop's lock, and ThreadSanitizer's
+ * deadlock detector tracks at most 64 locks held by one thread. */
+enum { STRIPES = 16 };
 
 static struct {
     _Alignas(64) pthread_mutex_t lock;

@@ -8,7 +8,8 @@
 #include <crunloop.h>
 #include <rlt.h>
 
-#include <dirent.h>
+#include "ttrace.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -790,17 +791,6 @@ RLT_TEST(diff_loop_never_reads_a_socket) {
 
 /* ---- no thread, no timer object per run ----------------------------------------------------- */
 
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
-
 typedef struct {
     int max_tasks, max_fds;
     int samples;
@@ -808,7 +798,7 @@ typedef struct {
 } census_t;
 
 static void census_take(census_t *c) {
-    int t = count_dir("/proc/self/task"), f = count_dir("/proc/self/fd");
+    int t = tt_count_dir("/proc/self/task"), f = tt_count_dir("/proc/self/fd");
     if (t > c->max_tasks) c->max_tasks = t;
     if (f > c->max_fds) c->max_fds = f;
     c->samples++;
@@ -848,7 +838,7 @@ RLT_TEST(diff_finite_timeout_run_creates_no_thread_or_timer) {
     RLT_CHECK(t1 && t2);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, t1, M), 0);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, t2, IN), 0); /* fires inside the nested run */
-    int tasks0 = count_dir("/proc/self/task"), fds0 = count_dir("/proc/self/fd");
+    int tasks0 = tt_count_dir("/proc/self/task"), fds0 = tt_count_dir("/proc/self/fd");
     RLT_CHECK(tasks0 > 0 && fds0 > 0);
     c.samples = 0;
     RLT_CHECK_EQ(rl_run_in_mode(M, 0.2, false), RL_RUN_TIMED_OUT);

@@ -13,6 +13,7 @@
 #include <crunloop.h>
 #include "rlt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -174,6 +175,18 @@ static inline void tt_sleep(double seconds) {
     ts.tv_sec = (time_t)seconds;
     ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* Entries of a folder ("/proc/self/fd": open fds, "/proc/self/task": threads), or -1. */
+static inline int tt_count_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
 }
 
 /* Start fn(arg) on a new thread; tt_join waits for it. */

@@ -1753,6 +1753,111 @@ static void sc_timer_rearm_moves_grid(void)
     drop_timer(r);
 }
 
+/* ---- equal orders ---------------------------------------------------------------------------- */
+
+struct eq_log {
+    char text[400];
+    int count;
+};
+
+struct eq_item {
+    struct eq_log *log;
+    int index;
+    bk_source also; /* signalled by this source's perform, or NULL */
+};
+
+static void src_log(void *info)
+{
+    struct eq_item *it = info;
+    size_t len = strlen(it->log->text);
+    snprintf(it->log->text + len, sizeof it->log->text - len, "%s%d", len ? " " : "", it->index);
+    it->log->count++;
+    if (it->also) bk_source_signal(it->also);
+}
+
+/* CF stamps a source with the time of its first signal and breaks ties in order by that stamp:
+ * wait for the monotonic clock to move on between signals, so that no two stamps are equal. */
+static void next_tick(void)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 2000);
+}
+
+/* n sources of orders 0 (or 0, 1, 2 by index when mixed), signalled in a shuffled order, then
+ * each again (coalesced), performed by one pass. */
+static void equal_order_round(bk_loop loop, int n, bool mixed, unsigned seed)
+{
+    struct eq_log log = { "", 0 };
+    struct eq_item items[40];
+    bk_source s[40];
+    int sig[40];
+    char order[200] = "";
+    for (int i = 0; i < n; i++) {
+        items[i].log = &log;
+        items[i].index = i;
+        items[i].also = NULL;
+        s[i] = bk_source_create(mixed ? i % 3 : 0, src_log, NULL, NULL, &items[i]);
+        bk_add_source(loop, s[i], BK_DEFAULT);
+        sig[i] = i;
+    }
+    for (int i = n - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1));
+        int t = sig[i];
+        sig[i] = sig[j];
+        sig[j] = t;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(order);
+        snprintf(order + len, sizeof order - len, "%s%d", i ? " " : "", sig[i]);
+        bk_source_signal(s[sig[i]]);
+        next_tick();
+    }
+    for (int i = n - 1; i >= 0; i--) bk_source_signal(s[sig[i]]);
+    say("%d sources of order %s, signalled: %s", n, mixed ? "index % 3" : "0", order);
+    run(BK_DEFAULT, 0, false);
+    say("performed (%d): %s", log.count, log.text);
+    for (int i = 0; i < n; i++) drop_source(s[i]);
+}
+
+/* Signalled version-0 sources run in ascending order, and sources of equal order in the order
+ * of their first signal, at any count (CF: by signal time); a source a run left signalled (it
+ * returned after one handled source) keeps its place ahead of one signalled later. */
+static void sc_equal_order_sources(void)
+{
+    bk_loop loop = bk_current();
+    equal_order_round(loop, 5, false, 1);
+    equal_order_round(loop, 17, false, 2);
+    equal_order_round(loop, 40, false, 3);
+    equal_order_round(loop, 17, true, 4);
+    equal_order_round(loop, 40, true, 5);
+
+    struct eq_log log = { "", 0 };
+    struct eq_item ia = { &log, 0, NULL }, ib = { &log, 1, NULL }, ic = { &log, 2, NULL };
+    bk_source a = bk_source_create(0, src_log, NULL, NULL, &ia);
+    bk_source b = bk_source_create(0, src_log, NULL, NULL, &ib);
+    bk_source c = bk_source_create(0, src_log, NULL, NULL, &ic);
+    ia.also = c;
+    bk_add_source(loop, c, BK_DEFAULT);
+    bk_add_source(loop, b, BK_DEFAULT);
+    bk_add_source(loop, a, BK_DEFAULT);
+    say("signal 0, then 1; 0's perform signals 2");
+    bk_source_signal(a);
+    next_tick();
+    bk_source_signal(b);
+    next_tick();
+    run(BK_DEFAULT, 0, true);
+    say("performed: %s", log.text);
+    log.text[0] = '\0';
+    run(BK_DEFAULT, 0, false);
+    say("performed: %s", log.text);
+    drop_source(a);
+    drop_source(b);
+    drop_source(c);
+}
+
 /* ================================ driver ==================================================== */
 
 struct scenario {
@@ -1832,6 +1937,7 @@ static const struct scenario scenarios[] = {
     SC(timer_rearm_earlier_in_callout),
     SC(timer_rearm_moves_grid),
     SC(timer_set_past_date),
+    SC(equal_order_sources),
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 

@@ -118,8 +118,13 @@
  *   rl_source_set_fd_events() on it returns -EBADF; removing or invalidating it works as usual
  *   and leaves any new source on the same number registered. A new source on a reused number
  *   gets a registration of its own (adding it costs one epoll_ctl probe). If the closed file is
- *   still open elsewhere (a dup), the kernel keeps its registration; the loop notices events
- *   that match no registration of its own and rebuilds its epoll set, so nothing spins.
+ *   still open elsewhere (a dup), the kernel keeps its registration: the loop notices events
+ *   that match no registration of its own, or an fd reported ready on several waits in a row
+ *   whose number no longer names the registered file (it probes with epoll_ctl at the 4th, 8th,
+ *   16th... such wait), and rebuilds its epoll set, so nothing spins and the stale source is
+ *   called for the old file's events at most four times. Rebuilding needs one free fd:
+ *   with none (RLIMIT_NOFILE reached), passes return at once until an fd is free again, and
+ *   no source receives the old file's events meanwhile.
  *
  * FORK
  *   fork() is safe in a threaded program that uses the library: pthread_atfork handlers take
@@ -152,8 +157,9 @@
  *   - Signalled version-0 sources of equal order are performed in the order they were queued
  *     for the loop, at any count: when first signalled, or, for a source signalled before it
  *     joined the loop, when it joined. A source left for a later pass (a run that returns after
- *     one handled source) keeps its place. CF performs them in the order of its set of sources
- *     (by address hash), which is arbitrary.
+ *     one handled source) keeps its place. CF orders ties by the time of the first signal too
+ *     (the conformance scenario equal_order_sources), but stamps a source signalled before it
+ *     joined with that earlier time, so it runs ahead of sources queued while it was outside.
  */
 #ifndef CRUNLOOP_H
 #define CRUNLOOP_H
