@@ -177,6 +177,7 @@ test:
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory faults
 	$(MAKE) --no-print-directory stress
+	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory bench-smoke
 

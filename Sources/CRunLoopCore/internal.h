@@ -290,6 +290,8 @@ typedef struct rl_run_frame {
     double deadline;      /* 0: poll; INFINITY: none */
     bool stop_after_handle;
     bool retry;           /* something ready could not be taken (out of memory): do not sleep */
+    bool performing_sources; /* ready holds the version-0 sources of the pass under way */
+    size_t ready_next;       /* while performing: ready[ready_next..] are still held, unperformed */
     atomic_bool stopped;  /* set under loop->lock (which finds the frame), read without */
     struct rl_run_frame *outer;
     rl_ptrvec ready;        /* timers or sources detached for callouts in the current phase */
@@ -356,6 +358,10 @@ RL_HIDDEN bool rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out);
 RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
+/* A run starts inside a callout of the pass of frame outer: the sources that pass took and has
+ * not performed yet go back to the loop's queue too, so that the nested run performs those of
+ * its mode (as CF's does); the outer pass skips any it performed. */
+RL_HIDDEN void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer);
 /* Free the links of a loop being destroyed that are still queued (all dead by then). */
 RL_HIDDEN void rl_links_free_queued(rl_loop_t *loop);
 

@@ -103,9 +103,10 @@ int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
         if (!common) {
             rl_mode *mode = rl_mode_find(loop, name, true);
             rc = mode ? rl_mode_add_observer(loop, mode, o) : -ENOMEM;
-        } else if ((rc = rl_ptrset_add(&loop->common_observers, o)) <= 0) {
-            if (rc == 0) rc = -EEXIST;
-        } else {
+        } else if ((rc = rl_ptrset_add(&loop->common_observers, o)) >= 0) {
+            /* rc 0: already common; it joins the common modes it was removed from by name (as
+             * CF does), or the add is -EEXIST when it is in every one. */
+            bool had = rc == 0;
             rc = 0;
             for (size_t i = 0; !rc && i < loop->modes.count; i++) {
                 rl_mode *m = loop->modes.items[i];
@@ -113,9 +114,11 @@ int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
             }
             if (rc) { /* all or nothing */
                 while (o->modes.count > before) (void)rl_mode_remove_observer(loop, o->modes.items[before], o);
-                rl_ptrset_remove(&loop->common_observers, o);
-            } else {
+                if (!had) rl_ptrset_remove(&loop->common_observers, o);
+            } else if (!had) {
                 rl_retain(o); /* the common set's reference */
+            } else if (o->modes.count == before) {
+                rc = -EEXIST;
             }
         }
         if (rc) disown_if_unused(loop, o);

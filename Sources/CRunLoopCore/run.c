@@ -218,6 +218,7 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     rl_run_frame run;
     run.stop_after_handle = return_after_source_handled;
     run.retry = false;
+    run.performing_sources = false;
     atomic_init(&run.stopped, false);
     rl_ptrvec_init(&run.ready);
     rl_ptrvec_init(&run.ready_events);
@@ -240,6 +241,7 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     loop->run = &run;
     rl_fd_table_unpark(loop);
     pthread_mutex_unlock(&loop->lock);
+    rl_sources_share_ready(loop, run.outer);
     notify(loop, &run, RL_ENTRY);
     int result = run_passes(loop, &run);
     notify(loop, &run, RL_EXIT);

@@ -196,12 +196,13 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
         rl_mode *mode = rl_mode_find(loop, name, true);
         rc = !mode ? -ENOMEM : join(loop, mode, s);
         if (!rc) (void)rl_ptrvec_push(&joined, mode); /* inline room: cannot fail */
-    } else if (rl_ptrset_contains(&loop->common_sources, s)) {
-        rc = -EEXIST;
     } else {
+        /* Already common: join the common modes it was removed from by name (as CF does), or
+         * -EEXIST when it is in every one. */
+        bool had = rl_ptrset_contains(&loop->common_sources, s);
         rl_link *l;
-        rc = link_in(loop, s, &l);
-        if (!rc && rl_ptrset_add(&loop->common_sources, s) < 0) {
+        rc = had ? 0 : link_in(loop, s, &l);
+        if (!rc && !had && rl_ptrset_add(&loop->common_sources, s) < 0) {
             unlink_if_gone(loop, s);
             rc = -ENOMEM;
         }
@@ -211,14 +212,14 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
             if (rl_ptrvec_push(&joined, m)) rc = -ENOMEM;
             else if ((rc = join(loop, m, s)) != 0) joined.count--;
         }
-        if (rc && rl_ptrset_remove(&loop->common_sources, s)) { /* undo: nothing may stay */
+        if (rc) { /* undo: nothing may stay */
             for (size_t i = 0; i < joined.count; i++) (void)leave(loop, joined.items[i], s);
-            unlink_if_gone(loop, s);
-        }
-        if (rc) {
+            if (!had && rl_ptrset_remove(&loop->common_sources, s)) unlink_if_gone(loop, s);
             joined.count = 0;
-        } else {
+        } else if (!had) {
             rl_retain(s); /* the common set's reference */
+        } else if (joined.count == 0) {
+            rc = -EEXIST;
         }
     }
     for (size_t i = 0; !rc && i < joined.count; i++) {
@@ -423,6 +424,15 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
     loop->deferred_tail = last;
 }
 
+void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
+    if (!outer || !outer->performing_sources) return;
+    /* Those the outer pass has not reached yet; it skips any the nested run performs. */
+    for (size_t j = outer->ready.count; j-- > outer->ready_next;) {
+        rl_source_t *s = outer->ready.items[j];
+        if (atomic_load(&s->signalled)) requeue_first(loop, s);
+    }
+}
+
 bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ptrvec *ready = &run->ready;
     ready->count = 0;
@@ -437,9 +447,11 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     bool handled = false;
     size_t i = 0;
     double start = rl_time_now();
+    run->performing_sources = true;
     for (; i < ready->count; i++) {
         rl_source_t *s = ready->items[i];
         if (handled && run->stop_after_handle) break;
+        run->ready_next = i + 1; /* the ones before are released by now, or are being performed */
         if (atomic_exchange(&s->signalled, false) && atomic_load(&s->valid)) {
             if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
@@ -447,6 +459,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         }
         rl_release(s);
     }
+    run->performing_sources = false;
     /* Left for a later pass (the run returns after one handled source): back to the front of the
      * queue, in the same order, last first. */
     for (size_t j = ready->count; j-- > i;) {

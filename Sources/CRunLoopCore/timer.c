@@ -137,9 +137,10 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
         if (!common) {
             rl_mode *mode = rl_mode_find(loop, name, true);
             rc = mode ? rl_mode_add_timer(loop, mode, t) : -ENOMEM;
-        } else if ((rc = rl_ptrset_add(&loop->common_timers, t)) <= 0) {
-            if (rc == 0) rc = -EEXIST;
-        } else {
+        } else if ((rc = rl_ptrset_add(&loop->common_timers, t)) >= 0) {
+            /* rc 0: already common; it joins the common modes it was removed from by name (as
+             * CF does), or the add is -EEXIST when it is in every one. */
+            bool had = rc == 0;
             rc = 0;
             for (size_t i = 0; !rc && i < loop->modes.count; i++) {
                 rl_mode *m = loop->modes.items[i];
@@ -148,9 +149,11 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
             if (rc) { /* all or nothing */
                 while (t->entries.count > before)
                     (void)rl_mode_remove_timer(loop, ((rl_timer_entry *)t->entries.items[before])->mode, t);
-                rl_ptrset_remove(&loop->common_timers, t);
-            } else {
+                if (!had) rl_ptrset_remove(&loop->common_timers, t);
+            } else if (!had) {
                 rl_retain(t); /* the common set's reference */
+            } else if (t->entries.count == before) {
+                rc = -EEXIST;
             }
         }
         if (rc) disown_if_unused(loop, t);

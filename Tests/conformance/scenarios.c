@@ -1858,6 +1858,63 @@ static void sc_equal_order_sources(void)
     drop_source(c);
 }
 
+/* An item in the common modes removed by name from one of them, then added to the common modes
+ * again: it is back in every common mode. */
+static void sc_common_readd_after_remove_by_name(void)
+{
+    bk_loop loop = bk_current();
+    bk_add_common_mode(loop, "ModeA");
+    bk_source s = bk_source_create(0, NULL, NULL, NULL, NULL);
+    bk_timer t = bk_timer_create(bk_now() + 10, 0, 0, timer_print, "T");
+    bk_observer o = bk_observer_create(BK_ENTRY, true, 0, obs_print, "O");
+    bk_add_source(loop, s, BK_COMMON);
+    bk_add_timer(loop, t, BK_COMMON);
+    bk_add_observer(loop, o, BK_COMMON);
+    say_contains(loop, s, t, o, "added to common");
+    bk_remove_source(loop, s, BK_DEFAULT);
+    bk_remove_timer(loop, t, BK_DEFAULT);
+    bk_remove_observer(loop, o, BK_DEFAULT);
+    say_contains(loop, s, t, o, "removed from default by name");
+    bk_add_source(loop, s, BK_COMMON);
+    bk_add_timer(loop, t, BK_COMMON);
+    bk_add_observer(loop, o, BK_COMMON);
+    say_contains(loop, s, t, o, "added to common again");
+    drop_source(s);
+    drop_timer(t);
+    drop_observer(o);
+}
+
+/* A run nested in a perform callout performs the signalled sources the outer pass took but has
+ * not performed yet; the outer pass then skips them. */
+static void nest_perform_outer(void *info)
+{
+    (void)info;
+    say("S0 perform: nested run");
+    run(BK_DEFAULT, 0, false);
+}
+static void nest_perform_other(void *info) { say("%s perform", (const char *)info); }
+
+static void sc_nested_run_in_perform_performs_taken_sources(void)
+{
+    bk_loop loop = bk_current();
+    bk_source s0 = bk_source_create(0, nest_perform_outer, NULL, NULL, NULL);
+    bk_source s1 = bk_source_create(1, nest_perform_other, NULL, NULL, "S1");
+    bk_source s2 = bk_source_create(2, nest_perform_other, NULL, NULL, "S2");
+    bk_add_source(loop, s0, BK_DEFAULT);
+    bk_add_source(loop, s1, BK_DEFAULT);
+    bk_add_source(loop, s2, BK_DEFAULT);
+    for (int ret = 0; ret < 2; ret++) {
+        bk_source_signal(s0);
+        bk_source_signal(s1);
+        bk_source_signal(s2);
+        run(BK_DEFAULT, 0, ret);
+        run(BK_DEFAULT, 0, false);
+    }
+    drop_source(s0);
+    drop_source(s1);
+    drop_source(s2);
+}
+
 /* ================================ driver ==================================================== */
 
 struct scenario {
@@ -1938,6 +1995,8 @@ static const struct scenario scenarios[] = {
     SC(timer_rearm_moves_grid),
     SC(timer_set_past_date),
     SC(equal_order_sources),
+    SC(common_readd_after_remove_by_name),
+    SC(nested_run_in_perform_performs_taken_sources),
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 

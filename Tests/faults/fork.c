@@ -289,7 +289,8 @@ static void noop_perform(void *info) { (void)info; }
 
 static void *hammer(void *arg) {
     (void)arg;
-    L.hammer_loop = rl_loop_get_current();
+    /* Retained: cross_hammer and the forker use it from other threads, past this thread's exit. */
+    L.hammer_loop = rl_retain(rl_loop_get_current());
     FCHECK(&L.load, L.hammer_loop != NULL, "hammer: rl_loop_get_current() returned NULL (errno %d), expected a loop",
            errno);
     rl_source_context_t sc = {NULL, NULL, NULL, NULL, NULL, noop_perform};
@@ -471,4 +472,5 @@ void part_fork(void) {
     fcase_report(&L.apart);
     if (!joined) _exit(0);
     rl_release(L.hammer_src);
+    rl_release(L.hammer_loop);
 }

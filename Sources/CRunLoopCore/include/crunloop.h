@@ -39,7 +39,10 @@
  *   unknown mode is simply empty. RL_DEFAULT_MODE is the mode rl_run() uses. RL_COMMON_MODES is
  *   not a mode but the set of modes marked common (RL_DEFAULT_MODE and any given to
  *   rl_loop_add_common_mode()): an item added to RL_COMMON_MODES is in every common mode,
- *   including modes made common later. Running RL_COMMON_MODES itself is an error.
+ *   including modes made common later. Running RL_COMMON_MODES itself is an error. Such an item
+ *   may be removed from one common mode by that mode's name (it stays in the others and in later
+ *   ones); adding it to RL_COMMON_MODES again puts it back into every common mode, and returns
+ *   -EEXIST only when it was in all of them (as CF).
  *
  * OWNERSHIP
  *   Objects are reference counted. rl_*_create() returns a reference the caller owns (+1) and
@@ -160,6 +163,15 @@
  *     one handled source) keeps its place. CF orders ties by the time of the first signal too
  *     (the conformance scenario equal_order_sources), but stamps a source signalled before it
  *     joined with that earlier time, so it runs ahead of sources queued while it was outside.
+ *   - Blocks are queued per mode: a run nested in a block's callout runs the blocks of its mode
+ *     queued before that callout. CF's pass holds the loop's whole block list while it runs
+ *     blocks, so its nested run sees only blocks queued since.
+ *   - A timer whose fire date is set into the past while a pass is firing timers fires at the
+ *     next pass (see rl_timer_set_next_fire_date); CF may still fire it in the pass under way.
+ *   - A timer created with an INFINITY interval is a one-shot timer (its interval reads 0 and it
+ *     is invalid after it fires); CF keeps it repeating, at a date never reached.
+ *   - An invalidated timer keeps its last fire date (CF's reads 0), and an invalidated source
+ *     reads as signalled if signalled before or after its invalidation (CF's reads false).
  */
 #ifndef CRUNLOOP_H
 #define CRUNLOOP_H
