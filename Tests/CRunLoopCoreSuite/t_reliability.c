@@ -161,6 +161,13 @@ static const char *in_child(const child_spec *spec, char *out, size_t size) {
         }                                                                                      \
     } while (0)
 
+/* One test per huge value: child(&value) in a child process (an abort there fails the test). */
+#define HUGE_VALUE_TEST(name, child, value)                 \
+    RLT_TEST(name) {                                        \
+        double value_ = (value);                            \
+        RUN_IN_CHILD(child, NULL, NULL, &value_, 5.0);      \
+    }
+
 /* ---- small helpers --------------------------------------------------------------------------- */
 
 static void count_timer(rl_timer_t *t, void *info) { (void)t; (*(int *)info)++; }
@@ -267,20 +274,11 @@ static const char *huge_fire_date_child(void *arg) {
     return NULL;
 }
 
-RLT_TEST(reliability_fire_date_1e300_is_never_reached) {
-    double d = 1e300;
-    RUN_IN_CHILD(huge_fire_date_child, NULL, NULL, &d, 5.0);
-}
+HUGE_VALUE_TEST(reliability_fire_date_1e300_is_never_reached, huge_fire_date_child, 1e300)
 
-RLT_TEST(reliability_fire_date_dbl_max_is_never_reached) {
-    double d = DBL_MAX;
-    RUN_IN_CHILD(huge_fire_date_child, NULL, NULL, &d, 5.0);
-}
+HUGE_VALUE_TEST(reliability_fire_date_dbl_max_is_never_reached, huge_fire_date_child, DBL_MAX)
 
-RLT_TEST(reliability_fire_date_infinity_is_never_reached) {
-    double d = INFINITY;
-    RUN_IN_CHILD(huge_fire_date_child, NULL, NULL, &d, 5.0);
-}
+HUGE_VALUE_TEST(reliability_fire_date_infinity_is_never_reached, huge_fire_date_child, INFINITY)
 
 RLT_TEST(reliability_fire_date_past_time_t_is_never_reached) {
     double d = 1e19; /* more seconds than a 64-bit time_t holds */
@@ -307,20 +305,11 @@ static const char *huge_interval_child(void *arg) {
     return NULL;
 }
 
-RLT_TEST(reliability_interval_1e300_fires_once) {
-    double i = 1e300;
-    RUN_IN_CHILD(huge_interval_child, NULL, NULL, &i, 5.0);
-}
+HUGE_VALUE_TEST(reliability_interval_1e300_fires_once, huge_interval_child, 1e300)
 
-RLT_TEST(reliability_interval_dbl_max_fires_once) {
-    double i = DBL_MAX;
-    RUN_IN_CHILD(huge_interval_child, NULL, NULL, &i, 5.0);
-}
+HUGE_VALUE_TEST(reliability_interval_dbl_max_fires_once, huge_interval_child, DBL_MAX)
 
-RLT_TEST(reliability_interval_infinity_fires_once) {
-    double i = INFINITY;
-    RUN_IN_CHILD(huge_interval_child, NULL, NULL, &i, 5.0);
-}
+HUGE_VALUE_TEST(reliability_interval_infinity_fires_once, huge_interval_child, INFINITY)
 
 static const char *huge_tolerance_child(void *arg) {
     double tolerance = *(double *)arg;
@@ -356,15 +345,9 @@ static const char *huge_tolerance_child(void *arg) {
     return NULL;
 }
 
-RLT_TEST(reliability_tolerance_dbl_max_delays_no_other_timer) {
-    double tol = DBL_MAX;
-    RUN_IN_CHILD(huge_tolerance_child, NULL, NULL, &tol, 5.0);
-}
+HUGE_VALUE_TEST(reliability_tolerance_dbl_max_delays_no_other_timer, huge_tolerance_child, DBL_MAX)
 
-RLT_TEST(reliability_tolerance_infinity_delays_no_other_timer) {
-    double tol = INFINITY;
-    RUN_IN_CHILD(huge_tolerance_child, NULL, NULL, &tol, 5.0);
-}
+HUGE_VALUE_TEST(reliability_tolerance_infinity_delays_no_other_timer, huge_tolerance_child, INFINITY)
 
 static const char *huge_next_fire_date_child(void *arg) {
     (void)arg;
@@ -420,20 +403,11 @@ static const char *huge_run_timeout_child(void *arg) {
     return NULL;
 }
 
-RLT_TEST(reliability_run_timeout_1e300_means_no_timeout) {
-    double s = 1e300;
-    RUN_IN_CHILD(huge_run_timeout_child, NULL, NULL, &s, 5.0);
-}
+HUGE_VALUE_TEST(reliability_run_timeout_1e300_means_no_timeout, huge_run_timeout_child, 1e300)
 
-RLT_TEST(reliability_run_timeout_dbl_max_means_no_timeout) {
-    double s = DBL_MAX;
-    RUN_IN_CHILD(huge_run_timeout_child, NULL, NULL, &s, 5.0);
-}
+HUGE_VALUE_TEST(reliability_run_timeout_dbl_max_means_no_timeout, huge_run_timeout_child, DBL_MAX)
 
-RLT_TEST(reliability_run_timeout_infinity_means_no_timeout) {
-    double s = INFINITY;
-    RUN_IN_CHILD(huge_run_timeout_child, NULL, NULL, &s, 5.0);
-}
+HUGE_VALUE_TEST(reliability_run_timeout_infinity_means_no_timeout, huge_run_timeout_child, INFINITY)
 
 /* ==== 2. Out of file descriptors ============================================================= */
 
