@@ -1,11 +1,13 @@
 /*
- * blocks.c - rl_loop_perform: functions queued to run once, at a pass of a given mode.
+ * blocks.c - rl_loop_perform, rl_loop_perform_context: functions queued to run once, at a pass of a given mode.
  *
  * Each mode has its own queue and the common modes share one; a sequence number orders blocks
  * across the two, so a pass in a common mode runs both in the order they were queued. A pass
  * looks only at the queues it may run, so blocks waiting for other modes cost it nothing (once
  * a pass walked every queued block: 100,000 blocks for mode B made each pass of mode A 3000 times
- * slower). Counts are atomic so that a pass with nothing to run takes no lock.
+ * slower). Counts are atomic so that a pass with nothing to run takes no lock. Spent blocks go
+ * back to a per-loop free list (at most RL_SPARE_BLOCKS), so steady-state queueing does not
+ * allocate; a block's release, if any, runs after its function, or when the loop drops it.
  */
 #include "internal.h"
 
@@ -30,16 +32,39 @@ static rl_block *take(rl_loop_t *loop, rl_block_queue *q) {
     return head;
 }
 
-int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void *arg) {
-    if (!loop || !fn) return -EINVAL;
-    int rc = rl_mode_check_name(mode);
-    if (rc) return rc;
-    rl_block *b = rl_malloc(sizeof *b);
-    if (!b) return -ENOMEM;
-    b->fn = fn;
-    b->arg = arg;
+/* A block for reuse, or NULL. loop locked. */
+static rl_block *take_spare(rl_loop_t *loop) {
+    rl_block *b = loop->spare_blocks;
+    if (b) {
+        loop->spare_blocks = b->next;
+        loop->spare_count--;
+    }
+    return b;
+}
+
+/* Keep spent blocks for reuse, up to RL_SPARE_BLOCKS; free the rest. Takes the lock. */
+static void give_back(rl_loop_t *loop, rl_block *list) {
+    if (!list) return;
     pthread_mutex_lock(&loop->lock);
+    while (list && loop->spare_count < RL_SPARE_BLOCKS) {
+        rl_block *b = list;
+        list = b->next;
+        b->next = loop->spare_blocks;
+        loop->spare_blocks = b;
+        loop->spare_count++;
+    }
+    pthread_mutex_unlock(&loop->lock);
+    for (rl_block *next; list; list = next) {
+        next = list->next;
+        free(list);
+    }
+}
+
+/* Queue b (filled but for seq) in mode; 0, or an error with b not queued. */
+static int queue(rl_loop_t *loop, const char *mode, rl_block *b) {
+    int rc = 0;
     rl_block_queue *q = NULL;
+    pthread_mutex_lock(&loop->lock);
     if (loop->dead) {
         rc = -EINVAL;
     } else if (rl_mode_name_is_common(mode)) {
@@ -55,7 +80,50 @@ int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void 
         atomic_fetch_add(&loop->blocks_hint, 1);
     }
     pthread_mutex_unlock(&loop->lock);
-    if (rc) free(b);
+    return rc;
+}
+
+/* A block from the spares, or a new one. */
+static rl_block *new_block(rl_loop_t *loop) {
+    pthread_mutex_lock(&loop->lock);
+    rl_block *b = take_spare(loop);
+    pthread_mutex_unlock(&loop->lock);
+    return b ? b : rl_malloc(sizeof *b);
+}
+
+int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *), void *arg) {
+    if (!loop || !fn) return -EINVAL;
+    int rc = rl_mode_check_name(mode);
+    if (rc) return rc;
+    rl_block *b = new_block(loop);
+    if (!b) return -ENOMEM;
+    b->fn = fn;
+    b->arg = arg;
+    b->release = NULL;
+    rc = queue(loop, mode, b);
+    if (rc) {
+        b->next = NULL;
+        give_back(loop, b);
+    }
+    return rc;
+}
+
+int rl_loop_perform_context(rl_loop_t *loop, const char *mode, const rl_block_context_t *context) {
+    if (!loop || !context || !context->perform) return -EINVAL;
+    int rc = rl_mode_check_name(mode);
+    if (rc) return rc;
+    rl_block *b = new_block(loop);
+    if (!b) return -ENOMEM;
+    b->fn = context->perform;
+    b->arg = context->info;
+    b->release = context->release;
+    if (context->retain) b->arg = (void *)context->retain(context->info);
+    rc = queue(loop, mode, b);
+    if (rc) {
+        if (context->retain && b->release) b->release(b->arg);
+        b->next = NULL;
+        give_back(loop, b);
+    }
     return rc;
 }
 
@@ -74,14 +142,18 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     pthread_mutex_unlock(&loop->lock);
     if (!own && !common) return;
     double start = rl_time_now();
+    rl_block *spent = NULL;
     while (own || common) {
         rl_block **from = !common || (own && own->seq < common->seq) ? &own : &common;
         rl_block *b = *from;
         *from = b->next;
         __RL_IS_CALLING_OUT_TO_A_BLOCK__(b->fn, b->arg);
-        free(b);
+        if (b->release) b->release(b->arg);
+        b->next = spent;
+        spent = b;
     }
     RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    give_back(loop, spent);
 }
 
 void rl_blocks_drop_all(rl_loop_t *loop) {
@@ -101,8 +173,13 @@ void rl_blocks_drop_all(rl_loop_t *loop) {
     for (int k = 0; k < 2; k++)
         for (rl_block *b = lists[k], *next; b; b = next) {
             next = b->next;
+            if (b->release) b->release(b->arg);
             free(b);
         }
+}
+
+void rl_blocks_free_spares(rl_loop_t *loop) {
+    for (rl_block *b; (b = take_spare(loop)) != NULL;) free(b);
 }
 
 static int verify_queue(const rl_block_queue *q, size_t *total, void (*fail)(void *, const char *, long), void *ctx) {
@@ -127,5 +204,9 @@ int rl_blocks_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, 
         bad += verify_queue(&((rl_mode *)loop->modes.items[i])->blocks, &total, fail, ctx);
     if (total != atomic_load(&loop->blocks_hint))
         bad++, fail(ctx, "blocks hint is off by", (long)atomic_load(&loop->blocks_hint) - (long)total);
+    size_t spares = 0;
+    for (const rl_block *b = loop->spare_blocks; b && spares <= RL_SPARE_BLOCKS; b = b->next) spares++;
+    if (spares != loop->spare_count || spares > RL_SPARE_BLOCKS)
+        bad++, fail(ctx, "spare block count is off by", (long)loop->spare_count - (long)spares);
     return bad;
 }

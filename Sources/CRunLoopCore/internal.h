@@ -8,9 +8,10 @@
  *                   the block queues, the deferred signalled links, the fd table, the run stack,
  *                   the loop's kernel objects once it is dead, and every field of an item that
  *                   its owning loop reads (timer keys, observer and source memberships).
- *   rl_items_lock   (global) guards the owner pointer of timers and observers (which loop they
- *                   belong to) and the fields of an unowned timer. To find and lock an item's loop
- *                   use rl_owner_lock().
+ *   item lock       one of a second set of striped mutexes (locks.c), chosen by the address of a
+ *                   timer or observer: guards its owner pointer (which loop it belongs to) and
+ *                   the fields of an unowned timer. To find and lock an item's loop use
+ *                   rl_owner_lock().
  *   rl_loops_lock   (global, locks.c) guards the registry of live loops; taken only when a loop
  *                   is created or destroyed, and by fork.
  *   Atomics         wake state, signalled/valid flags, fire dates as read by getters, counters.
@@ -84,9 +85,13 @@ RL_HIDDEN void rl_ptrset_free(rl_ptrset *s);
 typedef struct rl_block {
     void (*fn)(void *arg);
     void *arg;
+    void (*release)(const void *arg); /* after fn, or when dropped; NULL for rl_loop_perform */
     uint64_t seq;
     struct rl_block *next;
 } rl_block;
+
+/* Spent blocks a loop keeps for reuse, so that steady-state queueing does not allocate. */
+enum { RL_SPARE_BLOCKS = 256 };
 
 typedef struct {
     rl_block *head, *tail;
@@ -170,7 +175,7 @@ struct rl_timer {
     atomic_bool firing;       /* its callout is running */
     rl_timer_callback_t callback;
     rl_context_t context;
-    _Atomic(rl_loop_t *) loop; /* changes under owner loop->lock + rl_items_lock */
+    _Atomic(rl_loop_t *) loop; /* changes under owner loop->lock + the item stripe lock */
     rl_ptrvec entries;        /* rl_timer_entry*, one per mode; owner loop's lock */
     rl_timer_entry first;     /* storage for the first entry: one mode costs no allocation */
     bool first_used;
@@ -316,12 +321,15 @@ struct rl_loop {
     rl_link *deferred, *deferred_tail; /* drained links not yet performed (loop lock) */
     rl_block_queue common_blocks; /* blocks queued for RL_COMMON_MODES */
     uint64_t block_seq;
+    rl_block *spare_blocks;       /* spent blocks for reuse (loop lock), at most RL_SPARE_BLOCKS */
+    size_t spare_count;
     rl_fd_table fds;
     rl_wait wait;
     uint64_t timer_seq;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
-     * under the lock only when it moved since they were collected. */    atomic_ullong source_removals;
+     * under the lock only when it moved since they were collected. */
+    atomic_ullong source_removals;
     /* What other threads write to signal or wake the loop, on one cache line of its own, so a
      * signal and its wakeup move one line between cores, and loop-only writes never evict it. */
     _Alignas(64) atomic_uint wake_state;
@@ -339,13 +347,20 @@ struct rl_loop {
     rl_counters counters;
 };
 
-RL_HIDDEN extern pthread_mutex_t rl_items_lock;
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop;
 
-/* Lock the loop that owns an item (through its owner pointer) and return it retained, or
- * return NULL with rl_items_lock held when the item has no loop. Undo with rl_owner_unlock. */
-RL_HIDDEN rl_loop_t *rl_owner_lock(_Atomic(rl_loop_t *) *owner);
-RL_HIDDEN void rl_owner_unlock(rl_loop_t *loop);
+/* The item lock of a timer or observer (locks.c). */
+RL_HIDDEN void rl_item_lock(const void *item);
+RL_HIDDEN void rl_item_unlock(const void *item);
+
+/* Lock the loop that owns item (through its owner pointer) and return it retained, or return
+ * NULL with the item's lock held when the item has no loop. Undo with rl_owner_unlock. */
+RL_HIDDEN rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner);
+RL_HIDDEN void rl_owner_unlock(const void *item, rl_loop_t *loop);
+/* Claim an item for loop (loop locked): -EBUSY when another loop owns it, -EINVAL when loop is
+ * dead. Releasing the claim: rl_owner_clear (loop locked). */
+RL_HIDDEN int rl_owner_claim(rl_loop_t *loop, const void *item, _Atomic(rl_loop_t *) *owner);
+RL_HIDDEN void rl_owner_clear(const void *item, _Atomic(rl_loop_t *) *owner);
 
 /* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
  * timers of the mode the loop is waiting in. loop locked. */
@@ -372,6 +387,8 @@ RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
 RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
 /* Detach every queued block of loop (teardown) and free them without running them. */
 RL_HIDDEN void rl_blocks_drop_all(rl_loop_t *loop);
+/* Free the spare blocks (the loop's destruction). */
+RL_HIDDEN void rl_blocks_free_spares(rl_loop_t *loop);
 RL_HIDDEN int rl_blocks_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx);
 
 /* Take every item out of a loop, close its kernel objects and mark it dead (thread exit). Runs

@@ -4,6 +4,9 @@
  * Sources lock through a fixed array of striped mutexes chosen by address, not a mutex each: a
  * source lock is held only for a few instructions (its list of loops), two sources sharing a
  * stripe rarely meet, and a fixed set is what makes fork safe without a registry of sources.
+ * The owner pointers of timers and observers are guarded the same way, by a second set of
+ * stripes (taken after a loop's lock, where source stripes come before it), so that loops on
+ * different threads share no lock when they add and remove their own items.
  *
  * fork() in a threaded program copies memory but only the calling thread: a lock another thread
  * held is held for ever in the child, and the data it guarded may be half changed. So the prepare
@@ -21,25 +24,30 @@
 
 #include <stdint.h>
 
-/* Enough that unrelated sources rarely share one on a machine with a few dozen cores. Kept small
- * also because prepare holds all of them at once, with every loop's lock, and ThreadSanitizer's
- * deadlock detector tracks at most 64 locks held by one thread. */
+/* Enough that unrelated items rarely share one on a machine with a few dozen cores. Kept small
+ * also because prepare holds all of them at once (both sets), with every loop's lock, and
+ * ThreadSanitizer's deadlock detector tracks at most 64 locks held by one thread. */
 enum { STRIPES = 16 };
 
-static struct {
+typedef struct {
     _Alignas(64) pthread_mutex_t lock;
-} stripes[STRIPES] = {[0 ... STRIPES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+} stripe;
+
+static stripe stripes[STRIPES] = {[0 ... STRIPES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+static stripe item_stripes[STRIPES] = {[0 ... STRIPES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
 
 static pthread_mutex_t rl_loops_lock = PTHREAD_MUTEX_INITIALIZER;
 static rl_loop_t *loops; /* every live loop, rl_loops_lock */
 
-static pthread_mutex_t *stripe_of(const rl_source_t *source) {
-    uint64_t h = (uint64_t)(uintptr_t)source * 0x9E3779B97F4A7C15ull;
-    return &stripes[(h >> 40) % STRIPES].lock;
+static pthread_mutex_t *stripe_of(stripe *set, const void *object) {
+    uint64_t h = (uint64_t)(uintptr_t)object * 0x9E3779B97F4A7C15ull;
+    return &set[(h >> 40) % STRIPES].lock;
 }
 
-void rl_source_lock(const rl_source_t *source) { pthread_mutex_lock(stripe_of(source)); }
-void rl_source_unlock(const rl_source_t *source) { pthread_mutex_unlock(stripe_of(source)); }
+void rl_source_lock(const rl_source_t *source) { pthread_mutex_lock(stripe_of(stripes, source)); }
+void rl_source_unlock(const rl_source_t *source) { pthread_mutex_unlock(stripe_of(stripes, source)); }
+void rl_item_lock(const void *item) { pthread_mutex_lock(stripe_of(item_stripes, item)); }
+void rl_item_unlock(const void *item) { pthread_mutex_unlock(stripe_of(item_stripes, item)); }
 
 void rl_loops_register(rl_loop_t *loop) {
     pthread_mutex_lock(&rl_loops_lock);
@@ -59,7 +67,7 @@ void rl_loops_unregister(rl_loop_t *loop) {
 }
 
 /* Lock order: main loop's creation lock (loop.c takes it before creating, so it comes first),
- * source stripes, the registry, each loop, rl_items_lock. */
+ * source stripes, the registry, each loop, item stripes. */
 RL_HIDDEN void rl_main_lock_for_fork(bool lock);
 
 static void prepare(void) {
@@ -67,11 +75,11 @@ static void prepare(void) {
     for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&rl_loops_lock);
     for (rl_loop_t *l = loops; l; l = l->registry_next) pthread_mutex_lock(&l->lock);
-    pthread_mutex_lock(&rl_items_lock);
+    for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&item_stripes[i].lock);
 }
 
 static void release_all(void) {
-    pthread_mutex_unlock(&rl_items_lock);
+    for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&item_stripes[i].lock);
     for (rl_loop_t *l = loops; l; l = l->registry_next) pthread_mutex_unlock(&l->lock);
     pthread_mutex_unlock(&rl_loops_lock);
     for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&stripes[i].lock);

@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-pthread_mutex_t rl_items_lock = PTHREAD_MUTEX_INITIALIZER;
 _Thread_local rl_loop_t *rl_tls_loop;
 
 /* The main loop: created once under main_lock, then read without it. */
@@ -116,21 +115,23 @@ bool rl_loop_is_current(rl_loop_t *loop) {
     return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
 }
 
-rl_loop_t *rl_owner_lock(_Atomic(rl_loop_t *) *owner) {
+rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
     for (;;) {
         rl_loop_t *loop = atomic_load(owner);
         if (loop && loop == rl_tls_loop) {
-            /* Our own loop cannot go away under us: no global lock on the loop thread's path. */
+            /* Our own loop cannot go away under us: no item lock on the loop thread's path. */
             pthread_mutex_lock(&loop->lock);
             if (atomic_load(owner) == loop) return rl_retain(loop);
             pthread_mutex_unlock(&loop->lock);
             continue;
         }
-        pthread_mutex_lock(&rl_items_lock);
+        /* The owner pointer changes only under the item lock, and a loop's items are disowned
+         * before the loop is freed: a loop read under the item lock can be retained. */
+        rl_item_lock(item);
         loop = atomic_load(owner);
-        if (!loop) return NULL; /* rl_items_lock stays held */
+        if (!loop) return NULL; /* the item lock stays held */
         rl_retain(loop);
-        pthread_mutex_unlock(&rl_items_lock);
+        rl_item_unlock(item);
         pthread_mutex_lock(&loop->lock);
         if (atomic_load(owner) == loop) return loop;
         pthread_mutex_unlock(&loop->lock);
@@ -138,13 +139,31 @@ rl_loop_t *rl_owner_lock(_Atomic(rl_loop_t *) *owner) {
     }
 }
 
-void rl_owner_unlock(rl_loop_t *loop) {
+void rl_owner_unlock(const void *item, rl_loop_t *loop) {
     if (!loop) {
-        pthread_mutex_unlock(&rl_items_lock);
+        rl_item_unlock(item);
         return;
     }
     pthread_mutex_unlock(&loop->lock);
     rl_release(loop);
+}
+
+int rl_owner_claim(rl_loop_t *loop, const void *item, _Atomic(rl_loop_t *) *owner) {
+    rl_loop_t *now = atomic_load(owner);
+    if (now == loop) return loop->dead ? -EINVAL : 0; /* only loop's lock holder clears it */
+    if (now) return -EBUSY;
+    if (loop->dead) return -EINVAL;
+    rl_item_lock(item);
+    rl_loop_t *expected = NULL;
+    int rc = atomic_compare_exchange_strong(owner, &expected, loop) ? 0 : -EBUSY;
+    rl_item_unlock(item);
+    return rc;
+}
+
+void rl_owner_clear(const void *item, _Atomic(rl_loop_t *) *owner) {
+    rl_item_lock(item);
+    atomic_store(owner, NULL);
+    rl_item_unlock(item);
 }
 
 void rl_loop_stop(rl_loop_t *loop) {
@@ -277,6 +296,7 @@ void rl_loop_destroy(rl_loop_t *loop) {
     for (size_t i = 0; i < loop->modes.count; i++) rl_mode_free(loop->modes.items[i]);
     rl_ptrvec_free(&loop->modes);
     rl_links_free_queued(loop);
+    rl_blocks_free_spares(loop);
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);

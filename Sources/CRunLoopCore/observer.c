@@ -77,19 +77,12 @@ bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
 
 static void disown_if_unused(rl_loop_t *loop, rl_observer_t *o) {
     if (o->modes.count || rl_ptrset_contains(&loop->common_observers, o)) return;
-    pthread_mutex_lock(&rl_items_lock);
-    atomic_store(&o->loop, NULL);
-    pthread_mutex_unlock(&rl_items_lock);
+    rl_owner_clear(o, &o->loop);
 }
 
 static int take(rl_loop_t *loop, rl_observer_t *o) {
     if (!atomic_load(&o->valid)) return -EINVAL;
-    pthread_mutex_lock(&rl_items_lock);
-    rl_loop_t *owner = atomic_load(&o->loop);
-    int rc = owner && owner != loop ? -EBUSY : loop->dead ? -EINVAL : 0;
-    if (!rc) atomic_store(&o->loop, loop);
-    pthread_mutex_unlock(&rl_items_lock);
-    return rc;
+    return rl_owner_claim(loop, o, &o->loop);
 }
 
 int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
@@ -184,13 +177,13 @@ void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *o) {
 void rl_observer_invalidate(rl_observer_t *o) {
     if (!o || !atomic_exchange(&o->valid, false)) return;
     rl_retain(o);
-    rl_loop_t *loop = rl_owner_lock(&o->loop);
+    rl_loop_t *loop = rl_owner_lock(o, &o->loop);
     if (loop) {
         pthread_mutex_unlock(&loop->lock);
         rl_observer_remove_from_loop(loop, o);
         rl_release(loop);
     } else {
-        pthread_mutex_unlock(&rl_items_lock);
+        rl_item_unlock(o);
     }
     rl_release(o);
 }

@@ -1,7 +1,7 @@
 /*
  * timer.c - timers: one heap entry per mode a timer is in, keyed by (fire date, order, seq), so
  * equal fire dates go by order, then by when they were scheduled. A timer belongs to one loop at
- * a time (its owner pointer); its fields are guarded by that loop's lock, or by rl_items_lock
+ * a time (its owner pointer); its fields are guarded by that loop's lock, or by its item lock
  * while it has no loop (see internal.h and rl_owner_lock).
  */
 #include "internal.h"
@@ -99,9 +99,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 
 static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
     if (t->entries.count || rl_ptrset_contains(&loop->common_timers, t)) return;
-    pthread_mutex_lock(&rl_items_lock);
-    atomic_store(&t->loop, NULL);
-    pthread_mutex_unlock(&rl_items_lock);
+    rl_owner_clear(t, &t->loop);
 }
 
 /* Loop locked. True when the timer was in mode: the caller releases it once, unlocked. */
@@ -118,12 +116,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 /* Claim t for loop. Loop locked. */
 static int take(rl_loop_t *loop, rl_timer_t *t) {
     if (!atomic_load(&t->valid)) return -EINVAL;
-    pthread_mutex_lock(&rl_items_lock);
-    rl_loop_t *owner = atomic_load(&t->loop);
-    int rc = owner && owner != loop ? -EBUSY : loop->dead ? -EINVAL : 0;
-    if (!rc) atomic_store(&t->loop, loop);
-    pthread_mutex_unlock(&rl_items_lock);
-    return rc;
+    return rl_owner_claim(loop, t, &t->loop);
 }
 
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
@@ -222,13 +215,13 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
 void rl_timer_invalidate(rl_timer_t *t) {
     if (!t || !atomic_exchange(&t->valid, false)) return;
     rl_retain(t);
-    rl_loop_t *loop = rl_owner_lock(&t->loop);
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     if (loop) {
         pthread_mutex_unlock(&loop->lock);
         rl_timer_remove_from_loop(loop, t);
         rl_release(loop);
     } else {
-        pthread_mutex_unlock(&rl_items_lock);
+        rl_item_unlock(t);
     }
     rl_release(t);
 }
@@ -239,7 +232,7 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
     return t ? atomic_load_explicit(&t->fire_date, memory_order_relaxed) : 0;
 }
 
-/* Set the fire date and reposition every entry. Owner locked (loop, or rl_items_lock). */
+/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
 static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
@@ -254,9 +247,9 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
 
 int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
     if (!t || bad_time(date) || !atomic_load(&t->valid)) return -EINVAL;
-    rl_loop_t *loop = rl_owner_lock(&t->loop);
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, not_before_now(date));
-    rl_owner_unlock(loop);
+    rl_owner_unlock(t, loop);
     return 0;
 }
 
@@ -270,11 +263,11 @@ double rl_timer_get_tolerance(rl_timer_t *t) {
 
 int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     if (!t || bad_time(tolerance) || !atomic_load(&t->valid)) return -EINVAL;
-    rl_loop_t *loop = rl_owner_lock(&t->loop);
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
     for (size_t i = 0; loop && i < t->entries.count; i++)
         rl_loop_timers_changed(loop, ((rl_timer_entry *)t->entries.items[i])->mode);
-    rl_owner_unlock(loop);
+    rl_owner_unlock(t, loop);
     return 0;
 }
 
@@ -369,11 +362,11 @@ void rl_timer_fire(rl_loop_t *loop, rl_timer_t *t, double now) {
         return;
     }
     if (atomic_load(&t->valid)) {
-        rl_loop_t *owner = rl_owner_lock(&t->loop);
+        rl_loop_t *owner = rl_owner_lock(t, &t->loop);
         /* A date set from inside the callout that is later than the one fired is kept. */
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, next_on_grid(fired, t->interval, rl_time_now()));
-        rl_owner_unlock(owner);
+        rl_owner_unlock(t, owner);
     }
     atomic_store(&t->firing, false);
 }

@@ -4,6 +4,8 @@ internal import CRunLoopCore
 // `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over). The C object
 // calls `release(info)` exactly once, when its last reference goes; `releaseBox` balances the +1.
 // If the C constructor fails it never takes the context, and the Swift caller releases the box.
+// Queued work (`queueWork`, Loop.swift) is the same with a block in place of the C object: its
+// release runs once, after the block runs or when the loop drops it.
 
 /// The context box of a timer, source or observer: its closure, and a weak link to the handle
 /// made with it, so that a callout passes the handle in and the closure never captures it.
@@ -93,7 +95,7 @@ func object(_ raw: OpaquePointer) -> UnsafeMutableRawPointer { UnsafeMutableRawP
 ///
 /// `@unchecked Sendable`: the only stored property is an immutable pointer, and everything done
 /// with it from several threads is thread-safe in the C core: `rl_retain`/`rl_release` are
-/// atomic reference counts, and `rl_loop_wakeup`, `rl_loop_stop`, `rl_loop_perform`,
+/// atomic reference counts, and `rl_loop_wakeup`, `rl_loop_stop`, `rl_loop_perform_context`,
 /// `rl_source_signal`, `rl_loop_is_waiting` and `rl_loop_is_current` may be called from any thread
 /// (crunloop.h, THREADS). Running the loop is guarded at run time by `rl_loop_is_current`.
 final class LoopReference: @unchecked Sendable {

@@ -152,8 +152,7 @@ public final class Loop: Hashable, CustomStringConvertible {
         return LoopMode(rawValue: String(cString: name))
     }
 
-    /// Every mode used so far with this loop (the Swift layer's own bookkeeping mode left out).
-    /// Any thread.
+    /// Every mode used so far with this loop. Any thread.
     public var allModes: [LoopMode] {
         var count = 0
         guard let names = rl_loop_copy_all_modes(raw, &count) else { return [] }
@@ -161,9 +160,8 @@ public final class Loop: Hashable, CustomStringConvertible {
         var modes: [LoopMode] = []
         for i in 0..<count {
             guard let name = names[i] else { continue }
-            let mode = LoopMode(rawValue: String(cString: name))
+            modes.append(LoopMode(rawValue: String(cString: name)))
             free(name)
-            if mode != .bookkeeping { modes.append(mode) }
         }
         return modes
     }
@@ -197,7 +195,7 @@ public final class Loop: Hashable, CustomStringConvertible {
     public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
         throws(LoopError)
     {
-        try LoopState.of(raw).enqueue(mode, body)
+        try queueWork(on: raw, in: mode, body)
         if !rl_loop_is_current(raw) { rl_loop_wakeup(raw) }
     }
 
@@ -217,129 +215,34 @@ public final class Loop: Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(raw) }
 }
 
-// MARK: - Per-loop Swift state
+// MARK: - Queued work
 
-/// Work queued with `rl_loop_perform`, owned by its loop's `LoopState` until it runs or is
-/// dropped. The C block's argument is this object's unretained pointer.
+/// The context box of work queued with `rl_loop_perform_context`: the closure, run once.
 final class PerformBox: Sendable {
     let body: @Sendable () -> Void
-    let state: LoopState
-    init(body: @escaping @Sendable () -> Void, state: LoopState) {
-        self.body = body
-        self.state = state
-    }
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }
 
-/// The Swift layer's state of one C loop: the queued work not yet run.
+/// Queues `body` to run once in `mode` of loop `raw`; does not wake the loop. Any thread.
 ///
-/// `rl_loop_perform` has no context release: the core drops blocks still queued when the loop's
-/// thread exits without telling anyone. So the boxes of queued work are owned here, not by the C
-/// block, and a sentinel observer (in a mode that never runs) is the loop's only reference to
-/// this state: the core's teardown drops the blocks first and then lets go of its observers, so
-/// the sentinel's context release tells us the loop is dead and the remaining boxes are freed.
-///
-/// `@unchecked Sendable`: `raw` is an immutable pointer used only with thread-safe C functions
-/// (`rl_loop_perform`, `rl_observer_*`, `rl_loop_add/remove_observer`), and all mutable state is
-/// in a `Locked` (a pthread mutex).
-final class LoopState: @unchecked Sendable {
-    struct Pending {
-        var dead = false
-        var boxes: [ObjectIdentifier: PerformBox] = [:]
+/// The block's context owns one retain of the box (`retain` NULL, so the core takes that +1
+/// over when the call succeeds); the context's release balances it exactly once, right after
+/// the block runs or when the loop's teardown drops it unrun. When the call fails the core has
+/// not taken it, and it is given back here. Throws ``LoopError/invalidArgument`` for a loop
+/// whose thread has exited or an empty mode name.
+func queueWork(
+    on raw: OpaquePointer, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
+) throws(LoopError) {
+    let info = Unmanaged.passRetained(PerformBox(body)).toOpaque()
+    var context = rl_block_context_t(
+        info: info, retain: nil, release: { releaseBox($0) },
+        perform: { info in
+            // The box lives until the release that follows this call: no retain for the call.
+            Unmanaged<PerformBox>.fromOpaque(info!)._withUnsafeGuaranteedRef { $0.body() }
+        })
+    let code = mode.withCName { rl_loop_perform_context(raw, $0, &context) }
+    if code != 0 {
+        Unmanaged<PerformBox>.fromOpaque(info).release()
+        try check(code)
     }
-
-    let raw: OpaquePointer
-    let pending = Locked(Pending())
-
-    private init(raw: OpaquePointer) { self.raw = raw }
-
-    /// The loops with Swift state, by address. An entry goes at the loop's teardown, before the
-    /// address can be reused.
-    private static let registry = Locked<[UInt: LoopState]>([:])
-
-    /// The state of loop `raw`, made (with its sentinel) on first use. Any thread.
-    static func of(_ raw: OpaquePointer) -> LoopState {
-        let key = UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(raw)))
-        if let state = registry.withLock({ $0[key] }) { return state }
-        let state = LoopState(raw: raw)
-        // The sentinel's context owns one retain of the state; its release tears the state down.
-        var context = rl_context_t(
-            info: Unmanaged.passRetained(state).toOpaque(), retain: nil,
-            release: { info in
-                guard let info else { return }
-                Unmanaged<LoopState>.fromOpaque(info).takeRetainedValue().tearDown()
-            })
-        guard
-            let sentinel = rl_observer_create(
-                UInt32(RL_EXIT), true, 0, { _, _, _ in }, &context)
-        else {
-            discardContext(context)
-            state.tearDown()
-            return state
-        }
-        let added = LoopMode.bookkeeping.withCName { rl_loop_add_observer(raw, sentinel, $0) }
-        if added != 0 {
-            state.tearDown()  // the loop's thread has exited: no work can be queued.
-            rl_release(object(sentinel))
-            return state
-        }
-        let winner = registry.withLock { registry -> LoopState in
-            if let existing = registry[key] { return existing }
-            registry[key] = state
-            return state
-        }
-        if winner !== state {
-            _ = LoopMode.bookkeeping.withCName { rl_loop_remove_observer(raw, sentinel, $0) }
-        }
-        // From here the loop holds the sentinel's only reference: its teardown destroys it, and
-        // the context release (`tornDown`) removes the registry entry.
-        rl_release(object(sentinel))
-        return winner
-    }
-
-    /// Runs when the sentinel is destroyed: at the loop's teardown (or when it lost a race).
-    fileprivate func tearDown() {
-        let boxes = pending.withLock { pending -> [PerformBox] in
-            pending.dead = true
-            defer { pending.boxes = [:] }
-            return Array(pending.boxes.values)
-        }
-        _ = boxes  // released here, outside the lock
-        let key = UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(raw)))
-        LoopState.registry.withLock { registry in
-            if registry[key] === self { registry[key] = nil }
-        }
-    }
-
-    /// Queues `body` in `mode` with `rl_loop_perform`; does not wake the loop.
-    func enqueue(_ mode: LoopMode, _ body: @escaping @Sendable () -> Void) throws(LoopError) {
-        let box = PerformBox(body: body, state: self)
-        let id = ObjectIdentifier(box)
-        let accepted = pending.withLock { pending -> Bool in
-            if pending.dead { return false }
-            pending.boxes[id] = box
-            return true
-        }
-        guard accepted else { throw .invalidArgument }
-        let code = mode.withCName { name in
-            rl_loop_perform(raw, name, { runPerformBox($0) }, Unmanaged.passUnretained(box).toOpaque())
-        }
-        if code != 0 {
-            _ = pending.withLock { $0.boxes.removeValue(forKey: id) }
-            try check(code)
-        }
-    }
-
-    /// Takes `box` out of the pending set (on the loop's thread, as its block runs).
-    func take(_ box: PerformBox) -> PerformBox? {
-        pending.withLock { $0.boxes.removeValue(forKey: ObjectIdentifier(box)) }
-    }
-}
-
-/// The `rl_loop_perform` function of queued Swift work. The box is alive: it is owned by the
-/// pending set, which only the loop's teardown (on this thread, after the last block) clears.
-private func runPerformBox(_ arg: UnsafeMutableRawPointer?) {
-    guard let arg else { return }
-    let box = Unmanaged<PerformBox>.fromOpaque(arg).takeUnretainedValue()
-    guard let owned = box.state.take(box) else { return }
-    owned.body()
 }

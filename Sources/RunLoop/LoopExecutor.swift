@@ -12,7 +12,7 @@ internal import CRunLoopCore
 /// ```
 ///
 /// Each job is queued as loop work in the common modes and the loop is woken
-/// (`rl_loop_perform(RL_COMMON_MODES)` + `rl_loop_wakeup`); jobs run in the order enqueued when
+/// (`rl_loop_perform_context(RL_COMMON_MODES)` + `rl_loop_wakeup`); jobs run in the order enqueued when
 /// the loop runs in a common mode.
 ///
 /// **Lifetime.** The executor keeps the loop object alive, not its thread: the loop must keep

@@ -5,7 +5,7 @@ internal import CRunLoopCore
 ///
 /// What makes these safe is the C core: `rl_loop_wakeup` (an atomic flag and at most one eventfd
 /// write), `rl_loop_stop` (under the loop's lock), `rl_source_signal` (lock-free or under the
-/// loop's lock), `rl_loop_perform` (under the loop's lock), `rl_loop_is_waiting` and
+/// loop's lock), `rl_loop_perform_context` (under the loop's lock), `rl_loop_is_waiting` and
 /// `rl_loop_is_current` (atomic loads / thread-local storage), and the atomic reference counts of
 /// `rl_retain`/`rl_release` may all be called from any thread (crunloop.h, THREADS).
 ///
@@ -39,12 +39,13 @@ public struct LoopHandle: Hashable, Sendable {
     }
 
     /// Queues `body` to run once on the loop's thread in `mode` and wakes the loop
-    /// (`rl_loop_perform` + `rl_loop_wakeup`). Work runs in the order queued. Throws
-    /// ``LoopError/invalidArgument`` when the loop's thread has exited.
+    /// (`rl_loop_perform_context` + `rl_loop_wakeup`). Work runs in the order queued; work still
+    /// queued when the loop's thread exits is dropped without running (the closure is
+    /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited.
     public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
         throws(LoopError)
     {
-        try LoopState.of(reference.raw).enqueue(mode, body)
+        try queueWork(on: reference.raw, in: mode, body)
         rl_loop_wakeup(reference.raw)
     }
 

@@ -33,10 +33,6 @@ public struct LoopMode: Hashable, Sendable, ExpressibleByStringLiteral, CustomSt
     /// The mode's name.
     public var description: String { rawValue }
 
-    /// The mode the Swift layer keeps its per-loop bookkeeping in; never run and hidden from
-    /// ``Loop/allModes``.
-    static let bookkeeping = LoopMode(rawValue: "org.crunloop.swift.bookkeeping")
-
     /// Calls `body` with the name as a C string. The default mode passes the core's own
     /// `RL_DEFAULT_MODE`, which the core recognises by address, without comparing names.
     @inline(__always)

@@ -319,7 +319,7 @@ static void *hammer(void *arg) {
     return NULL;
 }
 
-/* From another thread: into the hammer's loop (its lock, rl_items_lock, the source stripes). */
+/* From another thread: into the hammer's loop (its lock, the item and source stripes). */
 static void *cross_hammer(void *arg) {
     (void)arg;
     while (!atomic_load(&L.hammer_ready)) nap(0.001);

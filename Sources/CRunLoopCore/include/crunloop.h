@@ -293,6 +293,23 @@ RL_API char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count);
  * thread exits is dropped without running. Blocks queued for other modes cost a pass nothing. */
 RL_API int rl_loop_perform(rl_loop_t *loop, const char *mode, void (*fn)(void *arg), void *arg);
 
+/* Context of a block queued with rl_loop_perform_context: perform(info) is the block; retain and
+ * release may be NULL. */
+typedef struct { void *info; const void *(*retain)(const void *info); void (*release)(const void *info);
+                 void (*perform)(void *info); } rl_block_context_t;
+
+/* rl_loop_perform with a reference to the block's info (the context is copied). retain(info)
+ * runs on the calling thread before the block is queued; release(info) runs exactly once for a
+ * queued block: in the loop's thread right after perform, or, for a block dropped without
+ * running (its loop's thread exited), on the thread that tears the loop down, after the loop's
+ * lock is left. When the call fails, release undoes retain (both ran, on the calling thread),
+ * or neither ran (an error found before retain); with retain NULL the caller's own reference is
+ * handed over only when the call returns 0. Errors: -EINVAL (NULL loop, context or perform; a
+ * NULL or empty mode name; a dead loop), -ENOMEM. Cost: a loop keeps up to 256
+ * spent blocks for reuse, so queueing allocates nothing in steady state; O(1) under the loop's
+ * lock. Any thread. */
+RL_API int rl_loop_perform_context(rl_loop_t *loop, const char *mode, const rl_block_context_t *context);
+
 /* A human-readable dump, malloc'd (free it): the modes, the common modes, and for every mode its
  * sources, timers (next fire date, interval, tolerance) and observers, whether it is empty, and
  * the loop's counters. */
