@@ -61,12 +61,11 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
                 atomic_load(&s->valid) ? "" : " invalid", s->context.info);
     }
     for (size_t i = 0; i < m->timers.count; i++) {
-        const rl_timer_entry *e = (const rl_timer_entry *)m->timers.nodes[i];
-        rl_timer_t *t = e->timer;
-        double fire = e->node.when;
+        rl_timer_t *t = rl_timer_of_node(m->timers.slots[i].node);
+        double fire = m->timers.slots[i].when;
         put(o, "    timer %p order %ld next fire %.6f (in %.6f s) interval %.6f tolerance %.6f%s info %p\n",
-            (void *)t, t->order, fire, isinf(fire) ? INFINITY : fire - now, t->interval,
-            atomic_load(&t->tolerance), atomic_load(&t->firing) ? " firing" : "", t->context.info);
+            (void *)t, t->first.node.order, fire, isinf(fire) ? INFINITY : fire - now, t->interval,
+            atomic_load(&t->tolerance), (atomic_load(&t->obj.bits) & RL_TIMER_FIRING) ? " firing" : "", t->info);
     }
     for (size_t i = 0; i < m->observers.count; i++) {
         rl_observer_t *ob = m->observers.items[i];

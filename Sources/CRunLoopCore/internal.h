@@ -9,9 +9,9 @@
  *                   the loop's kernel objects once it is dead, and every field of an item that
  *                   its owning loop reads (timer keys, observer and source memberships).
  *   item lock       one of a second set of striped mutexes (locks.c), chosen by the address of a
- *                   timer or observer: guards its owner pointer (which loop it belongs to) and
- *                   the fields of an unowned timer. To find and lock an item's loop use
- *                   rl_owner_lock().
+ *                   timer or observer: taken only by a thread that reads the owner pointer of
+ *                   an item another loop may own, or marks an unowned item BUSY (loop.c). To
+ *                   find and lock an item's loop use rl_owner_lock().
  *   rl_loops_lock   (global, locks.c) guards the registry of live loops; taken only when a loop
  *                   is created or destroyed, and by fork.
  *   Atomics         wake state, signalled/valid flags, fire dates as read by getters, counters.
@@ -37,6 +37,7 @@ enum rl_type { RL_TYPE_LOOP = 0x4c4f4f50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE
 typedef struct rl_object {
     atomic_long refs;
     int type;
+    atomic_uchar bits;  /* per type, in what would be padding (timers: RL_TIMER_*) */
 } rl_object;
 
 RL_HIDDEN void rl_object_init(rl_object *object, int type);
@@ -159,27 +160,32 @@ struct rl_source {
 
 /* ---- Timers (timer.c) ---- */
 
+/* A timer's place in one mode: its heap node and the mode. The first is inside the timer (one
+ * mode costs no allocation); a timer in more modes chains further entries from it. */
 typedef struct rl_timer_entry {
-    rl_heap_node node; /* first: the heap hands back nodes */
-    rl_timer_t *timer;
-    rl_mode *mode;
+    rl_heap_node node;           /* first: the heap hands back nodes; node.user: 1 for a chained entry */
+    rl_mode *mode;               /* NULL: the inline entry is unused */
+    struct rl_timer_entry *next; /* the timer's further entries (owner loop's lock) */
 } rl_timer_entry;
 
+/* 112 bytes: with malloc's header and the 16-byte heap slot, 144 bytes per timer in one mode. */
 struct rl_timer {
     rl_object obj;
-    long order;
-    double interval;          /* immutable */
+    double interval;           /* immutable */
     _Atomic double fire_date;
     _Atomic double tolerance;
-    atomic_bool valid;
-    atomic_bool firing;       /* its callout is running */
     rl_timer_callback_t callback;
-    rl_context_t context;
-    _Atomic(rl_loop_t *) loop; /* changes under owner loop->lock + the item stripe lock */
-    rl_ptrvec entries;        /* rl_timer_entry*, one per mode; owner loop's lock */
-    rl_timer_entry first;     /* storage for the first entry: one mode costs no allocation */
-    bool first_used;
+    void *info;                /* the context's, retained */
+    void (*release)(const void *info);
+    _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
+    rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
+
+/* obj.bits of a timer. */
+enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2 };
+
+/* The timer a heap node of a mode belongs to. */
+RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);
 
 /* ---- Observers (observer.c) ---- */
 
@@ -353,24 +359,32 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop;
 RL_HIDDEN void rl_item_lock(const void *item);
 RL_HIDDEN void rl_item_unlock(const void *item);
 
-/* Lock the loop that owns item (through its owner pointer) and return it retained, or return
- * NULL with the item's lock held when the item has no loop. Undo with rl_owner_unlock. */
+/* Ownership of a timer or observer (loop.c): its owner pointer is NULL, a loop, or
+ * RL_OWNER_BUSY while a thread changes the fields of the unowned item.
+ * rl_owner_lock: lock the loop that owns item and return it retained; or, when no loop owns it,
+ * mark it BUSY and return NULL (the item's fields are the caller's to change). Undo with
+ * rl_owner_unlock. */
+#define RL_OWNER_BUSY ((rl_loop_t *)(uintptr_t)1)
 RL_HIDDEN rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner);
-RL_HIDDEN void rl_owner_unlock(const void *item, rl_loop_t *loop);
+RL_HIDDEN void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop);
 /* Claim an item for loop (loop locked): -EBUSY when another loop owns it, -EINVAL when loop is
- * dead. Releasing the claim: rl_owner_clear (loop locked). */
-RL_HIDDEN int rl_owner_claim(rl_loop_t *loop, const void *item, _Atomic(rl_loop_t *) *owner);
-RL_HIDDEN void rl_owner_clear(const void *item, _Atomic(rl_loop_t *) *owner);
+ * dead. No lock besides the loop's. Releasing the claim: rl_owner_clear (loop locked). */
+RL_HIDDEN int rl_owner_claim(rl_loop_t *loop, _Atomic(rl_loop_t *) *owner);
+RL_HIDDEN void rl_owner_clear(_Atomic(rl_loop_t *) *owner);
+/* Wait until no thread holds an item stripe (rl_loop_destroy, before freeing a loop). */
+RL_HIDDEN void rl_items_quiesce(void);
 
 /* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
  * timers of the mode the loop is waiting in. loop locked. */
 RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
 /* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
 RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
-/* Move the timers of mode due at now into out (retained), in firing order. loop locked. Returns
- * false when one could not be taken (out of memory): it stays due for the next pass. */
-RL_HIDDEN bool rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out);
-RL_HIDDEN void rl_timer_fire(rl_loop_t *loop, rl_timer_t *timer, double now);
+/* The timer phase of a pass of run: fire the timers of run->mode due now, in (fire date, order,
+ * scheduling) order, each only if an earlier callout left it due, valid and in this loop. One-shot
+ * timers are invalidated after their callout, repeating ones move to their next grid point.
+ * Unlocked. Returns false when a due timer could not be taken (out of memory): it stays due for
+ * the next pass. */
+RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
 /* A run starts inside a callout of the pass of frame outer: the sources that pass took and has

@@ -4,9 +4,10 @@
  * Sources lock through a fixed array of striped mutexes chosen by address, not a mutex each: a
  * source lock is held only for a few instructions (its list of loops), two sources sharing a
  * stripe rarely meet, and a fixed set is what makes fork safe without a registry of sources.
- * The owner pointers of timers and observers are guarded the same way, by a second set of
- * stripes (taken after a loop's lock, where source stripes come before it), so that loops on
- * different threads share no lock when they add and remove their own items.
+ * A second set of stripes serves the owner pointers of timers and observers (see loop.c): only
+ * a thread reaching another loop's item, or changing an item no loop owns, takes one; a loop
+ * adding, firing and removing its own items takes none, so loops on different threads share no
+ * lock.
  *
  * fork() in a threaded program copies memory but only the calling thread: a lock another thread
  * held is held for ever in the child, and the data it guarded may be half changed. So the prepare
@@ -48,6 +49,13 @@ void rl_source_lock(const rl_source_t *source) { pthread_mutex_lock(stripe_of(st
 void rl_source_unlock(const rl_source_t *source) { pthread_mutex_unlock(stripe_of(stripes, source)); }
 void rl_item_lock(const void *item) { pthread_mutex_lock(stripe_of(item_stripes, item)); }
 void rl_item_unlock(const void *item) { pthread_mutex_unlock(stripe_of(item_stripes, item)); }
+
+void rl_items_quiesce(void) {
+    for (int i = 0; i < STRIPES; i++) {
+        pthread_mutex_lock(&item_stripes[i].lock);
+        pthread_mutex_unlock(&item_stripes[i].lock);
+    }
+}
 
 void rl_loops_register(rl_loop_t *loop) {
     pthread_mutex_lock(&rl_loops_lock);

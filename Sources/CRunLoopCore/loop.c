@@ -115,23 +115,53 @@ bool rl_loop_is_current(rl_loop_t *loop) {
     return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
 }
 
+/*
+ * Ownership of timers and observers, with no lock shared between loops on the paths a loop's
+ * own work takes. The owner pointer is NULL (no loop), a loop, or RL_OWNER_BUSY (a thread is
+ * changing the fields of an unowned item). It moves:
+ *   NULL -> loop   claim, by compare-and-swap, with loop locked (it waits out a BUSY);
+ *   loop -> NULL   clear, a plain store, with loop locked;
+ *   NULL <-> BUSY  rl_owner_lock on an unowned item, with its item stripe held.
+ * A thread other than the owner's reads the pointer under the item stripe and retains the loop
+ * unless it is already being destroyed; rl_loop_destroy takes every stripe once before freeing
+ * the loop (rl_items_quiesce), so a loop read under a stripe is still there to be retained or
+ * refused. BUSY is only set with a stripe held, so fork (which takes every stripe) never leaves
+ * an item BUSY in the child.
+ */
+static bool retain_unless_dying(rl_loop_t *loop) {
+    long refs = atomic_load_explicit(&loop->obj.refs, memory_order_relaxed);
+    do {
+        if (refs <= 0) return false;
+    } while (!atomic_compare_exchange_weak_explicit(&loop->obj.refs, &refs, refs + 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
 rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
     for (;;) {
         rl_loop_t *loop = atomic_load(owner);
         if (loop && loop == rl_tls_loop) {
-            /* Our own loop cannot go away under us: no item lock on the loop thread's path. */
+            /* Our own loop cannot go away under us: no stripe on the loop thread's path. */
             pthread_mutex_lock(&loop->lock);
             if (atomic_load(owner) == loop) return rl_retain(loop);
             pthread_mutex_unlock(&loop->lock);
             continue;
         }
-        /* The owner pointer changes only under the item lock, and a loop's items are disowned
-         * before the loop is freed: a loop read under the item lock can be retained. */
         rl_item_lock(item);
         loop = atomic_load(owner);
-        if (!loop) return NULL; /* the item lock stays held */
-        rl_retain(loop);
+        if (!loop) {
+            rl_loop_t *expected = NULL;
+            bool busy = atomic_compare_exchange_strong(owner, &expected, RL_OWNER_BUSY);
+            rl_item_unlock(item);
+            if (busy) return NULL; /* unowned, and ours to change until rl_owner_unlock */
+            continue;
+        }
+        bool held = loop != RL_OWNER_BUSY && retain_unless_dying(loop);
         rl_item_unlock(item);
+        if (!held) { /* another thread changes it, or its loop is being destroyed: wait */
+            sched_yield();
+            continue;
+        }
         pthread_mutex_lock(&loop->lock);
         if (atomic_load(owner) == loop) return loop;
         pthread_mutex_unlock(&loop->lock);
@@ -139,32 +169,30 @@ rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
     }
 }
 
-void rl_owner_unlock(const void *item, rl_loop_t *loop) {
+void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop) {
     if (!loop) {
-        rl_item_unlock(item);
+        atomic_store(owner, NULL);
         return;
     }
     pthread_mutex_unlock(&loop->lock);
     rl_release(loop);
 }
 
-int rl_owner_claim(rl_loop_t *loop, const void *item, _Atomic(rl_loop_t *) *owner) {
+int rl_owner_claim(rl_loop_t *loop, _Atomic(rl_loop_t *) *owner) {
     rl_loop_t *now = atomic_load(owner);
     if (now == loop) return loop->dead ? -EINVAL : 0; /* only loop's lock holder clears it */
-    if (now) return -EBUSY;
     if (loop->dead) return -EINVAL;
-    rl_item_lock(item);
-    rl_loop_t *expected = NULL;
-    int rc = atomic_compare_exchange_strong(owner, &expected, loop) ? 0 : -EBUSY;
-    rl_item_unlock(item);
-    return rc;
+    for (;;) {
+        if (now && now != RL_OWNER_BUSY) return -EBUSY;
+        if (!now && atomic_compare_exchange_weak(owner, &now, loop)) return 0;
+        if (now == RL_OWNER_BUSY) {
+            sched_yield(); /* a few stores under a stripe: over at once */
+            now = atomic_load(owner);
+        }
+    }
 }
 
-void rl_owner_clear(const void *item, _Atomic(rl_loop_t *) *owner) {
-    rl_item_lock(item);
-    atomic_store(owner, NULL);
-    rl_item_unlock(item);
-}
+void rl_owner_clear(_Atomic(rl_loop_t *) *owner) { atomic_store(owner, NULL); }
 
 void rl_loop_stop(rl_loop_t *loop) {
     if (!loop) return;
@@ -200,8 +228,7 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     if (!loop || rl_mode_check_name(mode) || rl_mode_name_is_common(mode)) return 0;
     pthread_mutex_lock(&loop->lock);
     rl_mode *m = rl_mode_find(loop, mode, false);
-    rl_heap_node *top = m ? rl_heap_top(&m->timers) : NULL;
-    double date = top ? top->when : 0;
+    double date = m && m->timers.count ? rl_heap_top_when(&m->timers) : 0;
     pthread_mutex_unlock(&loop->lock);
     return date;
 }
@@ -213,6 +240,9 @@ void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode) {
     if (!run || run->mode != mode || rl_tls_loop == loop || loop->dead) return;
     double deadline = rl_timers_wake_date(mode);
     if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+    /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
+     * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding
+     * and removing timers that are not the earliest costs none. */
     rl_wait_arm(&loop->wait, deadline);
 }
 
@@ -237,7 +267,7 @@ static rl_object *any_item(rl_loop_t *loop) {
     for (size_t i = 0; !item && i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
         for (size_t j = 0; !item && j < m->sources.capacity; j++) item = m->sources.slots[j];
-        if (!item && m->timers.count) item = &((rl_timer_entry *)m->timers.nodes[0])->timer->obj;
+        if (!item && m->timers.count) item = &rl_timer_of_node(m->timers.slots[0].node)->obj;
         if (!item && m->observers.count) item = m->observers.items[0];
     }
     rl_ptrset *common[] = {&loop->common_sources, &loop->common_timers, &loop->common_observers};
@@ -292,6 +322,7 @@ void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
 
 void rl_loop_destroy(rl_loop_t *loop) {
     rl_loop_teardown(loop); /* a loop never bound to a thread may still hold items */
+    rl_items_quiesce(); /* no thread still holds this loop's address from an owner pointer */
     rl_loops_unregister(loop);
     for (size_t i = 0; i < loop->modes.count; i++) rl_mode_free(loop->modes.items[i]);
     rl_ptrvec_free(&loop->modes);

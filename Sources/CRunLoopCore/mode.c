@@ -11,7 +11,8 @@ const char *const RL_COMMON_MODES = "kCFRunLoopCommonModes";
 int rl_mode_check_name(const char *name) { return name && name[0] ? 0 : -EINVAL; }
 
 bool rl_mode_name_is_common(const char *name) {
-    return name == RL_COMMON_MODES || strcmp(name, RL_COMMON_MODES) == 0;
+    if (name == RL_COMMON_MODES) return true;
+    return name != RL_DEFAULT_MODE && strcmp(name, RL_COMMON_MODES) == 0; /* the default: no strcmp */
 }
 
 rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
@@ -108,10 +109,11 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
     pthread_mutex_unlock(&loop->lock);
     /* Sources get their schedule callout, as in any add (modes live as long as their loop). */
     for (size_t i = 0; i < joined.count; i++) {
-        rl_source_t *s = joined.items[i];
-        if (s->obj.type == RL_TYPE_SOURCE && s->version == 0 && s->context.schedule)
+        rl_object *item = joined.items[i];
+        rl_source_t *s = item->type == RL_TYPE_SOURCE ? (rl_source_t *)item : NULL; /* check, then cast */
+        if (s && s->version == 0 && s->context.schedule)
             __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(s->context.schedule, s->context.info, loop, mode->name);
-        rl_release(s);
+        rl_release(item);
     }
     rl_ptrvec_free(&joined);
     if (wake) rl_loop_wakeup(loop);

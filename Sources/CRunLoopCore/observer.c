@@ -77,12 +77,12 @@ bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
 
 static void disown_if_unused(rl_loop_t *loop, rl_observer_t *o) {
     if (o->modes.count || rl_ptrset_contains(&loop->common_observers, o)) return;
-    rl_owner_clear(o, &o->loop);
+    rl_owner_clear(&o->loop);
 }
 
 static int take(rl_loop_t *loop, rl_observer_t *o) {
     if (!atomic_load(&o->valid)) return -EINVAL;
-    return rl_owner_claim(loop, o, &o->loop);
+    return rl_owner_claim(loop, &o->loop);
 }
 
 int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
@@ -183,7 +183,7 @@ void rl_observer_invalidate(rl_observer_t *o) {
         rl_observer_remove_from_loop(loop, o);
         rl_release(loop);
     } else {
-        rl_item_unlock(o);
+        rl_owner_unlock(&o->loop, NULL);
     }
     rl_release(o);
 }

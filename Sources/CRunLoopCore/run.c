@@ -99,19 +99,8 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
 /* Handle what a wait found: due timers in fire-date order, then every ready fd source in order.
  * Returns whether an fd source was handled. */
 static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n) {
-    double now = rl_time_now();
-
     /* Timers, in fire-date order; then every ready fd source, in order. */
-    pthread_mutex_lock(&loop->lock);
-    if (!rl_timers_collect_due(run->mode, now, &run->ready)) run->retry = true;
-    pthread_mutex_unlock(&loop->lock);
-    double start = run->ready.count ? rl_time_now() : 0;
-    for (size_t i = 0; i < run->ready.count; i++) {
-        rl_timer_fire(loop, run->ready.items[i], now);
-        rl_release(run->ready.items[i]);
-    }
-    if (run->ready.count) RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
-    run->ready.count = 0;
+    if (!rl_timers_fire_due(loop, run)) run->retry = true;
 
     bool woken = false, fds = false;
     run->ready_events.count = 0;
@@ -142,7 +131,7 @@ static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *ev
         run->ready.items[b] = s;
         run->ready_events.items[b] = e;
     }
-    start = rl_time_now();
+    double start = rl_time_now();
     for (; i < count; i++) {
         rl_source_t *s = run->ready.items[i];
         if (handled && run->stop_after_handle) break;

@@ -1,14 +1,17 @@
 /*
  * timer.c - timers: one heap entry per mode a timer is in, keyed by (fire date, order, seq), so
- * equal fire dates go by order, then by when they were scheduled. A timer belongs to one loop at
- * a time (its owner pointer); its fields are guarded by that loop's lock, or by its item lock
- * while it has no loop (see internal.h and rl_owner_lock).
+ * equal fire dates go by order, then by when they were scheduled; and the timer phase of a pass
+ * (rl_timers_fire_due). A timer belongs to one loop at a time (its owner pointer); its fields are
+ * guarded by that loop's lock, or by its item lock while it has no loop (see internal.h and
+ * rl_owner_lock). A timer is one allocation whatever it does in one mode: its first entry is
+ * inside it; each further mode chains one more entry.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static bool bad_time(double t) { return isnan(t) || t < 0; }
 
@@ -19,104 +22,131 @@ static double not_before_now(double date) {
     return date < now ? now : date;
 }
 
+static inline bool is_valid(const rl_timer_t *t) {
+    return atomic_load(&t->obj.bits) & RL_TIMER_VALID;
+}
+
+/* A chained entry: one the timer is not inside of, so it says whose it is. */
+typedef struct {
+    rl_timer_entry entry;
+    rl_timer_t *timer;
+} chained_entry;
+
+static inline rl_timer_t *timer_of(rl_timer_entry *e) {
+    if (e->node.user) return ((chained_entry *)e)->timer;
+    return (rl_timer_t *)((char *)e - offsetof(rl_timer_t, first));
+}
+
+rl_timer_t *rl_timer_of_node(rl_heap_node *node) { return timer_of((rl_timer_entry *)node); }
+
+static inline rl_timer_t *timer_at(const rl_heap *h, size_t i) {
+    return timer_of((rl_timer_entry *)h->slots[i].node);
+}
+
 rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                             rl_timer_callback_t callback, const rl_context_t *context) {
     if (!callback || bad_time(fire_date) || bad_time(interval)) {
         errno = EINVAL;
         return NULL;
     }
-    rl_timer_t *t = rl_calloc(1, sizeof *t);
+    rl_timer_t *t = rl_malloc(sizeof *t);
     if (!t) {
         errno = ENOMEM;
         return NULL;
     }
     rl_object_init(&t->obj, RL_TYPE_TIMER);
-    t->order = order;
+    atomic_init(&t->obj.bits, RL_TIMER_VALID);
     t->interval = isinf(interval) ? 0 : interval;
     atomic_init(&t->fire_date, not_before_now(fire_date));
     atomic_init(&t->tolerance, 0.0);
-    atomic_init(&t->valid, true);
     atomic_init(&t->loop, NULL);
     t->callback = callback;
-    if (context) {
-        t->context = *context;
-        if (context->retain) t->context.info = (void *)context->retain(context->info);
-    }
-    rl_ptrvec_init(&t->entries);
+    t->info = context ? context->info : NULL;
+    t->release = context ? context->release : NULL;
+    if (context && context->retain) t->info = (void *)context->retain(context->info);
+    t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
     return t;
 }
 
 void rl_timer_destroy(rl_timer_t *t) {
-    if (t->context.release) t->context.release(t->context.info);
-    rl_ptrvec_free(&t->entries);
+    if (t->release) t->release(t->info);
     free(t);
 }
 
+/* The timer's entry for mode, or NULL. Owner loop's lock. */
 static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
-    for (size_t i = 0; i < t->entries.count; i++) {
-        rl_timer_entry *e = t->entries.items[i];
+    for (rl_timer_entry *e = &t->first; e; e = e->next)
         if (e->mode == mode) return e;
-    }
     return NULL;
 }
 
-static void free_entry(rl_timer_t *t, rl_timer_entry *e) {
-    if (e == &t->first) t->first_used = false;
-    else free(e);
+static bool in_any_mode(const rl_timer_t *t) { return t->first.mode || t->first.next; }
+
+static bool is_firing(const rl_heap *h, size_t i) {
+    return atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING;
 }
 
-static bool is_firing(const rl_heap_node *n) {
-    return atomic_load_explicit(&((const rl_timer_entry *)n)->timer->firing, memory_order_relaxed);
-}
-
-static double tolerance_of(const rl_heap_node *n) {
-    return atomic_load_explicit(&((const rl_timer_entry *)n)->timer->tolerance, memory_order_relaxed);
+static double tolerance_of(const rl_heap *h, size_t i) {
+    return atomic_load_explicit(&timer_at(h, i)->tolerance, memory_order_relaxed);
 }
 
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
-    rl_timer_entry *e = t->first_used ? rl_calloc(1, sizeof *e) : &t->first;
-    if (!e) return -ENOMEM;
-    if (e == &t->first) t->first_used = true;
-    e->timer = t;
-    e->mode = mode;
-    e->node.when = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
-    e->node.order = t->order;
+    rl_timer_entry *e = &t->first;
+    chained_entry *c = NULL;
+    if (t->first.mode) {
+        if (!(c = rl_malloc(sizeof *c))) return -ENOMEM;
+        c->timer = t;
+        e = &c->entry;
+        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .user = 1}};
+    }
     e->node.seq = ++loop->timer_seq;
-    if (rl_ptrvec_push(&t->entries, e)) {
-        free_entry(t, e);
+    if (rl_heap_insert(&mode->timers, &e->node, atomic_load_explicit(&t->fire_date, memory_order_relaxed))) {
+        free(c);
         return -ENOMEM;
     }
-    if (rl_heap_insert(&mode->timers, &e->node)) {
-        t->entries.count--;
-        free_entry(t, e);
-        return -ENOMEM;
+    e->mode = mode;
+    if (c) { /* chained right after the inline entry */
+        e->next = t->first.next;
+        t->first.next = e;
     }
     rl_loop_timers_changed(loop, mode);
     return 0;
 }
 
 static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
-    if (t->entries.count || rl_ptrset_contains(&loop->common_timers, t)) return;
-    rl_owner_clear(t, &t->loop);
+    if (in_any_mode(t) || (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t))) return;
+    rl_owner_clear(&t->loop);
 }
 
 /* Loop locked. True when the timer was in mode: the caller releases it once, unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
-    rl_timer_entry *e = entry_for(t, mode);
+    rl_timer_entry *prev = NULL, *e = &t->first;
+    while (e && e->mode != mode) {
+        prev = e;
+        e = e->next;
+    }
     if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
-    rl_ptrvec_remove(&t->entries, e);
-    free_entry(t, e);
+    e->mode = NULL;
+    if (prev) { /* a chained entry: unlink and free it */
+        prev->next = e->next;
+        free(e);
+    }
     rl_loop_timers_changed(loop, mode);
     return true;
 }
 
+/* Any mode t is in, or NULL. Owner loop's lock. */
+static rl_mode *some_mode(const rl_timer_t *t) {
+    return t->first.mode ? t->first.mode : t->first.next ? t->first.next->mode : NULL;
+}
+
 /* Claim t for loop. Loop locked. */
 static int take(rl_loop_t *loop, rl_timer_t *t) {
-    if (!atomic_load(&t->valid)) return -EINVAL;
-    return rl_owner_claim(loop, t, &t->loop);
+    if (!is_valid(t)) return -EINVAL;
+    return rl_owner_claim(loop, &t->loop);
 }
 
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
@@ -125,7 +155,6 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (rc) return rc;
     pthread_mutex_lock(&loop->lock);
     if ((rc = take(loop, t)) == 0) {
-        size_t before = t->entries.count; /* new entries are appended: undo removes from here */
         bool common = rl_mode_name_is_common(name);
         if (!common) {
             rl_mode *mode = rl_mode_find(loop, name, true);
@@ -134,23 +163,29 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
             /* rc 0: already common; it joins the common modes it was removed from by name (as
              * CF does), or the add is -EEXIST when it is in every one. */
             bool had = rc == 0;
+            uint64_t seq0 = loop->timer_seq; /* entries made by this call have later seqs */
             rc = 0;
             for (size_t i = 0; !rc && i < loop->modes.count; i++) {
                 rl_mode *m = loop->modes.items[i];
                 if (m->common && !entry_for(t, m)) rc = rl_mode_add_timer(loop, m, t);
             }
-            if (rc) { /* all or nothing */
-                while (t->entries.count > before)
-                    (void)rl_mode_remove_timer(loop, ((rl_timer_entry *)t->entries.items[before])->mode, t);
+            size_t joined = 0;
+            for (rl_timer_entry *e = &t->first, *next; e; e = next) {
+                next = e->next;
+                if (!e->mode || e->node.seq <= seq0) continue;
+                if (rc) (void)rl_mode_remove_timer(loop, e->mode, t); /* all or nothing */
+                else joined++;
+            }
+            if (rc) {
                 if (!had) rl_ptrset_remove(&loop->common_timers, t);
-            } else if (!had) {
-                rl_retain(t); /* the common set's reference */
-            } else if (t->entries.count == before) {
-                rc = -EEXIST;
+            } else {
+                if (!had) rl_retain(t); /* the common set's reference */
+                else if (!joined) rc = -EEXIST;
+                while (joined--) rl_retain(t); /* each mode's */
             }
         }
         if (rc) disown_if_unused(loop, t);
-        else for (size_t i = before; i < t->entries.count; i++) rl_retain(t); /* each mode's */
+        else if (!common) rl_retain(t); /* the mode's */
     }
     pthread_mutex_unlock(&loop->lock);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
@@ -197,36 +232,35 @@ bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     return in;
 }
 
+/* Take t out of every mode of loop, its owner, and out of its common set; disown it. Loop
+ * locked. Returns how many references the memberships held: the caller releases them unlocked. */
+static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
+    size_t releases = 0;
+    if (loop->common_timers.count && rl_ptrset_remove(&loop->common_timers, t)) releases++;
+    for (rl_mode *m; (m = some_mode(t));)
+        if (rl_mode_remove_timer(loop, m, t)) releases++;
+    rl_owner_clear(&t->loop);
+    return releases;
+}
+
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    if (atomic_load(&t->loop) == loop) {
-        if (rl_ptrset_remove(&loop->common_timers, t)) releases++;
-        while (t->entries.count) {
-            rl_timer_entry *e = t->entries.items[0];
-            if (rl_mode_remove_timer(loop, e->mode, t)) releases++;
-        }
-        disown_if_unused(loop, t);
-    }
+    if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t);
     pthread_mutex_unlock(&loop->lock);
     while (releases--) rl_release(t);
 }
 
+/* The caller's reference keeps t alive until the memberships' references go, last. */
 void rl_timer_invalidate(rl_timer_t *t) {
-    if (!t || !atomic_exchange(&t->valid, false)) return;
-    rl_retain(t);
+    if (!t || !(atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID)) return;
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    if (loop) {
-        pthread_mutex_unlock(&loop->lock);
-        rl_timer_remove_from_loop(loop, t);
-        rl_release(loop);
-    } else {
-        rl_item_unlock(t);
-    }
-    rl_release(t);
+    size_t releases = loop ? leave_loop(loop, t) : 0;
+    rl_owner_unlock(&t->loop, loop);
+    while (releases--) rl_release(t);
 }
 
-bool rl_timer_is_valid(rl_timer_t *t) { return t && atomic_load(&t->valid); }
+bool rl_timer_is_valid(rl_timer_t *t) { return t && is_valid(t); }
 
 double rl_timer_get_next_fire_date(rl_timer_t *t) {
     return t ? atomic_load_explicit(&t->fire_date, memory_order_relaxed) : 0;
@@ -236,38 +270,37 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
 static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
-    for (size_t i = 0; i < t->entries.count; i++) {
-        rl_timer_entry *e = t->entries.items[i];
-        e->node.when = date;
+    for (rl_timer_entry *e = &t->first; e; e = e->next) {
+        if (!e->mode) continue;
         e->node.seq = ++loop->timer_seq;
-        rl_heap_update(&e->mode->timers, &e->node);
+        rl_heap_update(&e->mode->timers, &e->node, date);
         rl_loop_timers_changed(loop, e->mode);
     }
 }
 
 int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
-    if (!t || bad_time(date) || !atomic_load(&t->valid)) return -EINVAL;
+    if (!t || bad_time(date) || !is_valid(t)) return -EINVAL;
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, not_before_now(date));
-    rl_owner_unlock(t, loop);
+    rl_owner_unlock(&t->loop, loop);
     return 0;
 }
 
 double rl_timer_get_interval(rl_timer_t *t) { return t ? t->interval : 0; }
 bool rl_timer_does_repeat(rl_timer_t *t) { return t && t->interval > 0; }
-long rl_timer_get_order(rl_timer_t *t) { return t ? t->order : 0; }
+long rl_timer_get_order(rl_timer_t *t) { return t ? t->first.node.order : 0; }
 
 double rl_timer_get_tolerance(rl_timer_t *t) {
     return t ? atomic_load_explicit(&t->tolerance, memory_order_relaxed) : 0;
 }
 
 int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
-    if (!t || bad_time(tolerance) || !atomic_load(&t->valid)) return -EINVAL;
+    if (!t || bad_time(tolerance) || !is_valid(t)) return -EINVAL;
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
-    for (size_t i = 0; loop && i < t->entries.count; i++)
-        rl_loop_timers_changed(loop, ((rl_timer_entry *)t->entries.items[i])->mode);
-    rl_owner_unlock(t, loop);
+    for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
+        if (e->mode) rl_loop_timers_changed(loop, e->mode);
+    rl_owner_unlock(&t->loop, loop);
     return 0;
 }
 
@@ -283,56 +316,76 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
 double rl_timers_wake_date(rl_mode *mode) {
     rl_heap *h = &mode->timers;
     if (!h->count) return INFINITY;
-    const rl_heap_node *top = h->nodes[0];
-    if (!is_firing(top) && tolerance_of(top) == 0) return top->when; /* nothing is due earlier */
+    if (!is_firing(h, 0) && tolerance_of(h, 0) == 0) return rl_heap_top_when(h); /* nothing is due earlier */
     enum { CAP = 32, STACK = 256 };
     size_t stack[STACK], depth = 0, visited = 0;
     double w = INFINITY;
     stack[depth++] = 0;
     while (depth) {
         size_t i = stack[--depth];
-        const rl_heap_node *n = h->nodes[i];
-        if (n->when > w) continue;
-        if (!is_firing(n)) {
+        double when = h->slots[i].when;
+        if (when > w) continue;
+        if (!is_firing(h, i)) {
             if (++visited > CAP) {
-                if (n->when < w) w = n->when;
+                if (when < w) w = when;
                 continue;
             }
-            double latest = n->when + tolerance_of(n);
+            double latest = when + tolerance_of(h, i);
             if (latest < w) w = latest;
         }
         for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
             if (depth < STACK) stack[depth++] = c;
-            else if (h->nodes[c]->when < w) w = h->nodes[c]->when;
+            else if (h->slots[c].when < w) w = h->slots[c].when;
         }
     }
     return w;
 }
 
-static int by_key(const void *a, const void *b) {
-    const rl_heap_node *x = *(rl_heap_node *const *)a, *y = *(rl_heap_node *const *)b;
-    return rl_heap_node_less(x, y) ? -1 : rl_heap_node_less(y, x);
-}
+/* ---- The timer phase of a pass ---------------------------------------------------------------- */
 
-bool rl_timers_collect_due(rl_mode *mode, double now, rl_ptrvec *out) {
-    rl_heap *h = &mode->timers;
-    out->count = 0;
-    if (!h->count || h->nodes[0]->when > now) return true;
-    bool complete = true;
-    /* Breadth-first over the due part of the heap, using out itself as the queue of nodes. A
-     * node that does not fit (out of memory) is left for the next pass, with its subtree. */
-    complete &= rl_ptrvec_push(out, h->nodes[0]) == 0;
-    for (size_t q = 0; q < out->count; q++) {
-        size_t i = ((rl_heap_node *)out->items[q])->index;
-        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
-            if (h->nodes[c]->when <= now) complete &= rl_ptrvec_push(out, h->nodes[c]) == 0;
+/* A due timer taken for firing: its key (to sort by) and the timer, retained. */
+typedef struct {
+    rl_heap_slot key;
+    rl_timer_t *timer;
+} due_timer;
+
+static inline bool due_less(const due_timer *a, const due_timer *b) { return rl_heap_slot_less(&a->key, &b->key); }
+
+/* Sort by key: quicksort (median of three) down to short runs, then insertion sort. Keys are
+ * unique within a mode (every entry has its own seq), so stability does not arise. */
+static void sort_due(due_timer *d, size_t n) {
+    while (n > 16) {
+        size_t mid = n / 2;
+        if (due_less(&d[mid], &d[0])) { due_timer x = d[mid]; d[mid] = d[0]; d[0] = x; }
+        if (due_less(&d[n - 1], &d[0])) { due_timer x = d[n - 1]; d[n - 1] = d[0]; d[0] = x; }
+        if (due_less(&d[n - 1], &d[mid])) { due_timer x = d[n - 1]; d[n - 1] = d[mid]; d[mid] = x; }
+        due_timer pivot = d[mid];
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (due_less(&d[i], &pivot)) i++;
+            while (due_less(&pivot, &d[j])) j--;
+            if (i >= j) break;
+            due_timer x = d[i]; d[i] = d[j]; d[j] = x;
+            i++;
+            j--;
+        }
+        /* d[0..j] <= pivot <= d[j+1..]: recurse into the smaller side, loop on the larger. */
+        size_t left = j + 1;
+        if (left < n - left) {
+            sort_due(d, left);
+            d += left;
+            n -= left;
+        } else {
+            sort_due(d + left, n - left);
+            n = left;
+        }
     }
-    if (out->count > 1) qsort(out->items, out->count, sizeof *out->items, by_key);
-    for (size_t q = 0; q < out->count; q++) {
-        rl_timer_t *t = ((rl_timer_entry *)out->items[q])->timer;
-        out->items[q] = rl_retain(t);
+    for (size_t i = 1; i < n; i++) {
+        due_timer x = d[i];
+        size_t j = i;
+        for (; j > 0 && due_less(&x, &d[j - 1]); j--) d[j] = d[j - 1];
+        d[j] = x;
     }
-    return complete;
 }
 
 /* The first point of the grid fired + k * interval strictly after now, in O(1). */
@@ -347,26 +400,72 @@ static double next_on_grid(double fired, double interval, double now) {
     return next;
 }
 
-void rl_timer_fire(rl_loop_t *loop, rl_timer_t *t, double now) {
-    pthread_mutex_lock(&loop->lock);
+/* Fire one timer taken at now, if it is still due, valid and in this loop (an earlier callout
+ * may have changed any of that). Nothing locked. */
+static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
-    bool go = atomic_load(&t->valid) && atomic_load(&t->loop) == loop && fired <= now &&
-              !atomic_exchange(&t->firing, true);
-    pthread_mutex_unlock(&loop->lock);
-    if (!go) return;
-    __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->context.info);
+    if (!(fired <= now) || atomic_load(&t->loop) != loop) return;
+    /* Valid and not firing already (a nested run inside its own callout), in one step. */
+    unsigned char bits = atomic_load(&t->obj.bits);
+    do {
+        if (bits != RL_TIMER_VALID) return;
+    } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, RL_TIMER_VALID | RL_TIMER_FIRING));
+    __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0) {
         rl_timer_invalidate(t);
-        atomic_store(&t->firing, false);
-        return;
-    }
-    if (atomic_load(&t->valid)) {
+    } else if (is_valid(t)) {
         rl_loop_t *owner = rl_owner_lock(t, &t->loop);
         /* A date set from inside the callout that is later than the one fired is kept. */
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, next_on_grid(fired, t->interval, rl_time_now()));
-        rl_owner_unlock(t, owner);
+        rl_owner_unlock(&t->loop, owner);
     }
-    atomic_store(&t->firing, false);
+    atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_FIRING);
+}
+
+bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
+    enum { INLINE = 32 };
+    due_timer inline_due[INLINE], *due = inline_due;
+    size_t n = 0, cap = INLINE;
+    bool complete = true;
+    double now = rl_time_now();
+    pthread_mutex_lock(&loop->lock);
+    rl_heap *h = &run->mode->timers;
+    if (h->count && rl_heap_top_when(h) <= now) {
+        /* Breadth-first over the due part of the heap (a subtree at the root), with the list
+         * itself as the queue: an entry's children follow from its slot's index. A timer that
+         * does not fit (out of memory) is left for the next pass, with its subtree. */
+        due[n++] = (due_timer){h->slots[0], NULL};
+        for (size_t q = 0; q < n; q++) {
+            size_t i = due[q].key.node->index;
+            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
+                if (!(h->slots[c].when <= now)) continue;
+                if (n == cap) {
+                    due_timer *grown = rl_malloc(2 * cap * sizeof *grown);
+                    if (!grown) {
+                        complete = false;
+                        continue;
+                    }
+                    memcpy(grown, due, n * sizeof *due);
+                    if (due != inline_due) free(due);
+                    due = grown;
+                    cap *= 2;
+                }
+                due[n++] = (due_timer){h->slots[c], NULL};
+            }
+        }
+        sort_due(due, n);
+        for (size_t q = 0; q < n; q++) due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
+    }
+    pthread_mutex_unlock(&loop->lock);
+    if (!n) return complete;
+    double start = rl_time_now();
+    for (size_t q = 0; q < n; q++) {
+        fire(loop, due[q].timer, now);
+        rl_release(due[q].timer);
+    }
+    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    if (due != inline_due) free(due);
+    return complete;
 }

@@ -1,12 +1,17 @@
 /*
- * timer_heap.h - a 4-ary min-heap of nodes keyed by (when, order, seq). It knows nothing of
- * loops or timers: a node is embedded in whatever it orders and remembers its own index, so
- * removal and rekeying are O(log n) with no search.
+ * timer_heap.h - a 4-ary min-heap keyed by (when, order, seq). It knows nothing of loops or
+ * timers: a node is embedded in whatever it orders and remembers its own index, so removal and
+ * rekeying are O(log n) with no search.
  *
- * Why 4-ary: the four children of a node are adjacent in memory (one or two cache lines of
- * pointers), the tree is half as deep as a binary heap, and sift-down compares more per level
- * but touches fewer levels; for timer workloads (mostly inserts and pops near the top) this
- * beats a binary heap, as libev measured.
+ * The array holds {when, node} slots, not node pointers: sifting compares the dates stored in
+ * the array and follows a node pointer only to break a tie of dates (and to store the node's new
+ * index). At 1e5-1e6 entries a pointer per comparison is a cache miss into a scattered object;
+ * a slot is 16 bytes, so the four children of a node share one cache line. libev calls the same
+ * idea "heap cache at".
+ *
+ * Why 4-ary: the children are adjacent, the tree is half as deep as a binary heap, and sift-down
+ * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
+ * near the top) this beats a binary heap.
  */
 #ifndef RL_TIMER_HEAP_H
 #define RL_TIMER_HEAP_H
@@ -15,34 +20,49 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RL_HEAP_NOT_IN_HEAP SIZE_MAX
+#define RL_HEAP_NOT_IN_HEAP UINT32_MAX
 
+/* The tie-breaking part of a key and the node's position. The date lives in the slot only. */
 typedef struct rl_heap_node {
-    double when;
     long order;
     uint64_t seq;
-    size_t index; /* position in the heap, RL_HEAP_NOT_IN_HEAP when out */
+    uint32_t index; /* position in the heap, RL_HEAP_NOT_IN_HEAP when out */
+    uint32_t user;  /* free for the embedding object (timer.c: which entry this is) */
 } rl_heap_node;
 
 typedef struct {
-    rl_heap_node **nodes;
+    double when;
+    rl_heap_node *node;
+} rl_heap_slot;
+
+typedef struct {
+    rl_heap_slot *slots;
     size_t count, capacity;
 } rl_heap;
 
 #define RL_HEAP_ARITY 4
 
-static inline bool rl_heap_node_less(const rl_heap_node *a, const rl_heap_node *b) {
+static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
-    if (a->order != b->order) return a->order < b->order;
-    return a->seq < b->seq;
+    if (a->node->order != b->node->order) return a->node->order < b->node->order;
+    return a->node->seq < b->node->seq;
 }
 
-static inline rl_heap_node *rl_heap_top(const rl_heap *h) { return h->count ? h->nodes[0] : NULL; }
+static inline rl_heap_node *rl_heap_top(const rl_heap *h) { return h->count ? h->slots[0].node : NULL; }
+/* The earliest date, INFINITY-free: callers check count first. */
+static inline double rl_heap_top_when(const rl_heap *h) { return h->slots[0].when; }
+/* The date node is keyed at; node must be in h. */
+static inline double rl_heap_when(const rl_heap *h, const rl_heap_node *node) { return h->slots[node->index].when; }
+static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) {
+    return node->index < h->count && h->slots[node->index].node == node;
+}
 
-__attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node);
+/* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
+ * the heap is down to a quarter of it (above 256 slots). */
+__attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
 __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_node *node);
-/* Restore order after node's key changed. */
-__attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node);
+/* Give node (in h) the key (when, its order, its seq) and restore the order. */
+__attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node, double when);
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 /* Check every invariant (parent <= child, stored indexes); returns false and names the first
  * broken one in *why. The tests call it after mutations. */

@@ -8,7 +8,10 @@
 #include "../../Sources/CRunLoopCore/internal.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static unsigned long long rng_state = 88172645463325252ull;
 static unsigned long long rng(void) { /* xorshift64: deterministic, so failures reproduce */
@@ -20,66 +23,89 @@ static unsigned long long rng(void) { /* xorshift64: deterministic, so failures 
 
 enum { NODES = 2000, STEPS = 20000 };
 
+/* A model key: the date the node was last given, beside its order and seq. */
+static bool key_less(double wa, const rl_heap_node *a, double wb, const rl_heap_node *b) {
+    rl_heap_slot x = {wa, (rl_heap_node *)a}, y = {wb, (rl_heap_node *)b};
+    return rl_heap_slot_less(&x, &y);
+}
+
 RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
     static rl_heap_node nodes[NODES];
+    static double when[NODES];
     static bool in[NODES];
     rl_heap h = {0};
     const char *why = "";
     uint64_t seq = 0;
+    size_t peak = 0;
     for (int i = 0; i < NODES; i++) nodes[i].index = RL_HEAP_NOT_IN_HEAP, in[i] = false;
     for (int step = 0; step < STEPS; step++) {
         int i = (int)(rng() % NODES);
         unsigned op = (unsigned)(rng() % 3);
         if (!in[i]) {
-            nodes[i].when = (double)(rng() % 1000); /* many equal dates: ties go by order, seq */
+            when[i] = (double)(rng() % 1000); /* many equal dates: ties go by order, seq */
             nodes[i].order = (long)(rng() % 3);
             nodes[i].seq = ++seq;
-            RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i]), 0);
+            RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], when[i]), 0);
+            RLT_CHECK(rl_heap_contains(&h, &nodes[i]));
             in[i] = true;
         } else if (op == 0) {
             rl_heap_remove(&h, &nodes[i]);
             RLT_CHECK(nodes[i].index == RL_HEAP_NOT_IN_HEAP);
+            RLT_CHECK(!rl_heap_contains(&h, &nodes[i]));
             in[i] = false;
         } else {
-            nodes[i].when = (double)(rng() % 1000);
+            when[i] = (double)(rng() % 1000);
             nodes[i].seq = ++seq;
-            rl_heap_update(&h, &nodes[i]);
+            rl_heap_update(&h, &nodes[i], when[i]);
         }
+        if (h.capacity > peak) peak = h.capacity;
         if (!rl_heap_verify(&h, &why)) {
             rlt_fail(__FILE__, __LINE__, "heap broken after step %d: %s", step, why);
             rl_heap_free(&h);
             return;
         }
-        /* The top is the least of the nodes in the heap. */
+        /* The top is the least of the nodes in the heap, and every slot has its node's date. */
         const rl_heap_node *top = rl_heap_top(&h);
         for (int k = 0; top && k < NODES; k += 97)
-            if (in[k] && rl_heap_node_less(&nodes[k], top)) {
-                rlt_fail(__FILE__, __LINE__, "node %d orders before the top at step %d", k, step);
+            if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] ||
+                          key_less(when[k], &nodes[k], rl_heap_top_when(&h), top))) {
+                rlt_fail(__FILE__, __LINE__, "node %d misplaced or misdated at step %d", k, step);
                 rl_heap_free(&h);
                 return;
             }
     }
-    /* Draining pops in key order. */
+    /* Draining pops in key order, and the array shrinks as the heap empties. */
     rl_heap_node *last = NULL;
+    double last_when = 0;
     while (h.count) {
         rl_heap_node *top = rl_heap_top(&h);
-        RLT_CHECK(!last || !rl_heap_node_less(top, last));
+        double top_when = rl_heap_top_when(&h);
+        RLT_CHECK(!last || !key_less(top_when, top, last_when, last));
         rl_heap_remove(&h, top);
         last = top;
+        last_when = top_when;
     }
+    RLT_CHECK(peak > 256);
+    RLT_CHECK(h.capacity <= 512);
     rl_heap_free(&h);
 }
 
 RLT_TEST(heap_verify_reports_a_broken_heap) {
-    rl_heap_node a = {.when = 1}, b = {.when = 2};
+    rl_heap_node a = {.seq = 1}, b = {.seq = 2};
     rl_heap h = {0};
-    RLT_CHECK_EQ(rl_heap_insert(&h, &a), 0);
-    RLT_CHECK_EQ(rl_heap_insert(&h, &b), 0);
+    RLT_CHECK_EQ(rl_heap_insert(&h, &a, 1), 0);
+    RLT_CHECK_EQ(rl_heap_insert(&h, &b, 2), 0);
     const char *why = NULL;
     RLT_CHECK(rl_heap_verify(&h, &why));
-    a.when = 3; /* changed without rl_heap_update */
+    h.slots[0].when = 3; /* changed without rl_heap_update */
     RLT_CHECK(!rl_heap_verify(&h, &why));
     RLT_CHECK(why != NULL);
+    why = NULL;
+    h.slots[0].when = 1;
+    b.index = 0; /* a node that lost track of its slot */
+    RLT_CHECK(!rl_heap_verify(&h, &why));
+    RLT_CHECK(why != NULL);
+    b.index = 1;
     rl_heap_free(&h);
 }
 
@@ -153,4 +179,105 @@ RLT_TEST(polling_passes_fire_timers_without_setting_the_timerfd) {
     RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 1.0, false), RL_RUN_FINISHED);
     RLT_CHECK_EQ(fired, 4);
     RLT_CHECK(loop->wait.armed == date);
+}
+
+/* ---- Ownership without a shared lock (loop.c) ---- */
+
+static void count_fires(rl_timer_t *t, void *info) {
+    (void)t;
+    ++*(int *)info;
+}
+
+typedef struct {
+    rl_timer_t *timer;
+    atomic_int done;
+    int fired;
+    int rc_add, rc_remove, rc_readd;
+} own_work;
+
+/* On a fresh thread: its loop adds the timer, removes it, adds it again and fires it. */
+static void *own_loop_work(void *arg) {
+    own_work *w = arg;
+    rl_loop_t *loop = rl_loop_get_current();
+    w->rc_add = rl_loop_add_timer(loop, w->timer, "m");
+    w->rc_remove = rl_loop_remove_timer(loop, w->timer, "m");
+    w->rc_readd = rl_loop_add_timer(loop, w->timer, "m");
+    rl_run_in_mode("m", 0, false);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* A loop adding, removing and firing its own timer takes no lock shared with other loops: with
+ * the timer's item stripe held by this thread all along, the work still completes. */
+RLT_TEST(own_loop_timer_work_takes_no_item_stripe) {
+    own_work w = {0};
+    rl_context_t c = {&w.fired, NULL, NULL};
+    w.timer = rl_timer_create(rl_time_now(), 0, 0, count_fires, &c);
+    RLT_CHECK(w.timer != NULL);
+    rl_item_lock(w.timer);
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, own_loop_work, &w), 0);
+    for (int i = 0; i < 2000 && !atomic_load(&w.done); i++) usleep(1000);
+    int done = atomic_load(&w.done);
+    rl_item_unlock(w.timer); /* before the thread's exit: its loop's teardown takes the stripes */
+    pthread_join(th, NULL);
+    RLT_CHECK_EQ(done, 1);
+    RLT_CHECK_EQ(w.rc_add, 0);
+    RLT_CHECK_EQ(w.rc_remove, 0);
+    RLT_CHECK_EQ(w.rc_readd, 0);
+    RLT_CHECK_EQ(w.fired, 1);
+    RLT_CHECK(!rl_timer_is_valid(w.timer));
+    rl_release(w.timer);
+}
+
+typedef struct {
+    rl_timer_t *timer;
+    atomic_int stop, started;
+    long moves;
+} mover;
+
+static void *move_unowned(void *arg) {
+    mover *m = arg;
+    atomic_store(&m->started, 1);
+    while (!atomic_load(&m->stop)) {
+        rl_timer_set_next_fire_date(m->timer, rl_time_now() + 10 + (double)(m->moves % 97));
+        rl_timer_set_tolerance(m->timer, (double)(m->moves % 3) * 0.001);
+        m->moves++;
+    }
+    return NULL;
+}
+
+/* Another thread moves a timer's date while this loop claims and releases it over and over: the
+ * heap is always keyed at the timer's fire date (a claim never overlaps a change of an unowned
+ * timer), and no thread waits for long. */
+RLT_TEST(claims_and_changes_of_an_unowned_timer_do_not_overlap) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int fired = 0;
+    rl_context_t c = {&fired, NULL, NULL};
+    mover m = {0};
+    m.timer = rl_timer_create(rl_time_now() + 10, 0, 0, count_fires, &c);
+    RLT_CHECK(m.timer != NULL);
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, move_unowned, &m), 0);
+    while (!atomic_load(&m.started)) sched_yield();
+    int mismatches = 0;
+    double until = rl_time_now() + 0.2;
+    for (int i = 0; i < 5000 || rl_time_now() < until; i++) {
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, m.timer, "claims"), 0);
+        pthread_mutex_lock(&loop->lock);
+        rl_mode *mode = rl_mode_find(loop, "claims", false);
+        if (!mode || mode->timers.count != 1 ||
+            rl_heap_top_when(&mode->timers) != atomic_load(&m.timer->fire_date))
+            mismatches++;
+        pthread_mutex_unlock(&loop->lock);
+        RLT_CHECK_EQ(rl_loop_remove_timer(loop, m.timer, "claims"), 0);
+    }
+    atomic_store(&m.stop, 1);
+    pthread_join(th, NULL);
+    RLT_CHECK_EQ(mismatches, 0);
+    RLT_CHECK(m.moves > 0);
+    RLT_CHECK(atomic_load(&m.timer->loop) == NULL);
+    RLT_CHECK_EQ(fired, 0);
+    rl_timer_invalidate(m.timer);
+    rl_release(m.timer);
 }

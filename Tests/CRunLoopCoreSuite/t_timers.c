@@ -5,6 +5,8 @@
  */
 #include "ttrace.h"
 
+#include <stdint.h>
+
 #define DEF RL_DEFAULT_MODE
 
 /* true when x is within eps of base + k*step for some integer k >= kmin */
@@ -545,4 +547,74 @@ RLT_TEST(nested_run_inside_a_timer_callout_sleeps_instead_of_spinning) {
     TT_EXPECT("run=3");
     RLT_CHECK(nested_delta.waits >= 1);
     RLT_CHECK(nested_delta.passes < 50); /* a spin makes hundreds of thousands */
+}
+
+/* More due timers than the timer phase sorts without allocating, many with one fire date: they
+ * fire in (date, order, scheduling) order, each once, in one pass. */
+typedef struct { int fired[200], n; } fire_log;
+static fire_log the_log;
+static void log_fire_id(rl_timer_t *t, void *info) {
+    (void)t;
+    the_log.fired[the_log.n++] = (int)(intptr_t)info;
+}
+
+RLT_TEST(many_due_timers_fire_by_date_then_order_then_scheduling) {
+    enum { N = 150 };
+    double now = rl_time_now(), shared = now + 0.02;
+    double date[N];
+    long order[N];
+    the_log.n = 0;
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    for (int i = 0; i < N; i++) {
+        double asked = i % 3 == 0 ? now + 0.001 * (double)(i % 7) : shared; /* 100 share a date */
+        order[i] = (long)((i * 7) % 5);
+        rl_context_t c = {(void *)(intptr_t)i, NULL, NULL};
+        rl_timer_t *t = rl_timer_create(asked, 0, order[i], log_fire_id, &c);
+        RLT_CHECK(t != NULL);
+        date[i] = rl_timer_get_next_fire_date(t); /* a date in the past became its creation time */
+        RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+        rl_release(t);
+    }
+    tt_sleep(0.03);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(the_log.n, N);
+    for (int k = 1; k < the_log.n; k++) {
+        int a = the_log.fired[k - 1], b = the_log.fired[k];
+        /* scheduled in index order, so a tie of date and order goes by index */
+        bool in_order = date[a] < date[b] || (date[a] == date[b] && (order[a] < order[b] ||
+                                               (order[a] == order[b] && a < b)));
+        if (!in_order) {
+            rlt_fail(__FILE__, __LINE__, "timer %d fired after %d", b, a);
+            break;
+        }
+    }
+}
+
+/* A timer in three modes is one object with chained entries: removing it from the middle mode
+ * keeps the others, and it fires once per run of each mode it is still in. */
+RLT_TEST(timer_in_three_modes_leaves_one_and_keeps_the_others) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = rl_timer_create(rl_time_now(), 0.001, 0, tt_timer_cb, NULL);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "a"), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "b"), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "c"), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "b"), -EEXIST);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "b"), 0);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "a"));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "b"));
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "c"));
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "a"), 0); /* the inline entry goes, c's stays */
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "c"));
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "a"), 0);    /* and comes back */
+    double when = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, "a") == when);
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, "c") == when);
+    RLT_CHECK_EQ(rl_run_in_mode("c", 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) > when); /* fired in c, moved in both */
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, "a") == rl_timer_get_next_fire_date(t));
+    rl_timer_invalidate(t);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "a"));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "c"));
+    rl_release(t);
 }

@@ -781,6 +781,23 @@ static void sc_signal40(world_t *w) {
     finish(w);
 }
 
+/* More due timers than the timer phase holds without allocating (32): the failing point is the
+ * list growing; the timers it could not take fire on a later pass. */
+static void sc_timers40(world_t *w) {
+    item_t *t[40];
+    char name[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        t[i] = mk_timer(w, name, 0, i % 4 == 3 ? 0.001 : 0, i % 5);
+        add(w, t[i], i % 10 == 9 ? M_B : M_DEFAULT);
+    }
+    checkpoint(w, "after adding 40 timers");
+    run(w, M_DEFAULT, 0);
+    checkpoint(w, "after one pass");
+    run(w, M_DEFAULT, 0);
+    finish(w);
+}
+
 static void sc_observers(world_t *w) {
     item_t *o0 = mk_obs(w, "o0", RL_ALL_ACTIVITIES, true, 0);
     item_t *o1 = mk_obs(w, "o1", RL_ENTRY | RL_EXIT, true, 1);
@@ -1081,6 +1098,7 @@ static const scenario scenarios[] = {
     {"timers", sc_timers, false},
     {"sources", sc_sources, false},
     {"signal40", sc_signal40, false},
+    {"timers40", sc_timers40, false},
     {"observers", sc_observers, false},
     {"common", sc_common, false},
     {"blocks", sc_blocks, false},
