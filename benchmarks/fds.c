@@ -91,11 +91,43 @@ static int fit_pairs(int want, char *note, size_t n)
     return want;
 }
 
+typedef struct { series_t rps, rounds; int failed; } fd_res_t;
+
+static void fd_round(const bench_opts_t *o, peer_t *p, int pairs, int (*sv)[2], fd_res_t *r)
+{
+    fdrun_t w;
+    memset(&w, 0, sizeof w);
+    w.p = p;
+    w.pairs = pairs;
+    w.sv = sv;
+    w.seconds = o->fd_seconds;
+    run_in_thread(o->cpu_b, fd_main, &w);
+    if (!w.ok) { r->failed = 1; return; }
+    series_add(&r->rps, w.rounds_per_s);
+    series_add(&r->rounds, (double)w.rounds);
+}
+
+static void fd_report(peer_t *p, const char *metric, fd_res_t *r, json_t *j)
+{
+    json_obj(j, p->name);
+    json_bool(j, "ok", !r->failed);
+    if (r->rps.n) {
+        json_series(j, "rounds_per_s", &r->rps);
+        json_series(j, "rounds", &r->rounds);
+    }
+    json_end(j, '}');
+    printf("  %-10s %10.0f rounds/s [%.0f-%.0f]%s\n", p->name, series_median(&r->rps),
+           series_min(&r->rps), series_max(&r->rps), r->failed ? "  FAILED" : "");
+    if (!r->failed) table_series(metric, p->name, &r->rps, "rnd/s", HIGHER_IS_BETTER);
+    else table_note(metric, p->name, "failed to watch every fd");
+}
+
 void bench_fds(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
     char note[160], metric[64];
     int pairs = fit_pairs(o->fd_pairs, note, sizeof note), made = 0;
     int (*sv)[2] = calloc((size_t)pairs, sizeof *sv);
+    fd_res_t *res = calloc((size_t)n, sizeof *res);
     for (; made < pairs; made++)
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv[made]) != 0) {
             snprintf(note + strlen(note), sizeof note - strlen(note),
@@ -103,35 +135,31 @@ void bench_fds(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
             break;
         }
     pairs = made;
-    printf("\n== 7. many fds (%d socketpairs, 1%% active per round; %s) ==\n", pairs, note);
+    printf("\n== 7. many fds (%d socketpairs, 1%% active per write/read round; %d rounds of %.2f s; "
+           "%s) ==\n", pairs, o->rounds, o->fd_seconds, note);
     snprintf(metric, sizeof metric, "%d fd pairs, 1%% active (rounds/s)", pairs);
+    for (int r = 0; r < o->rounds && pairs > 0; r++) {
+        round_begin(r, o->rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, peer_has_fds, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            if (res[i].failed) continue;
+            fd_round(o, peers[i], pairs, sv, &res[i]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
     json_obj(j, "many_fds");
+    json_int(j, "rounds_of_the_benchmark", o->rounds);
     json_int(j, "pairs", pairs);
     json_int(j, "requested_pairs", o->fd_pairs);
     json_str(j, "note", note);
     json_obj(j, "peers");
-    for (int i = 0; i < n && pairs > 0; i++) {
-        fdrun_t w;
-        if (!peers[i]->fd_new) continue;
-        memset(&w, 0, sizeof w);
-        w.p = peers[i];
-        w.pairs = pairs;
-        w.sv = sv;
-        w.seconds = o->fd_seconds;
-        run_in_thread(o->cpu_b, fd_main, &w);
-        json_obj(j, peers[i]->name);
-        json_bool(j, "ok", w.ok);
-        json_num(j, "rounds_per_s", w.rounds_per_s);
-        json_int(j, "rounds", w.rounds);
-        json_end(j, '}');
-        printf("  %-10s %10.0f rounds/s  (%ld rounds)%s\n", peers[i]->name, w.rounds_per_s, w.rounds,
-               w.ok ? "" : "  FAILED");
-        fflush(stdout);
-        if (w.ok) table_add(metric, peers[i]->name, w.rounds_per_s, "rnd/s", HIGHER_IS_BETTER);
-        else table_note(metric, peers[i]->name, "failed to watch every fd");
-    }
+    for (int i = 0; i < n && pairs > 0; i++)
+        if (peers[i]->fd_new) fd_report(peers[i], metric, &res[i], j);
     json_end(j, '}');
     json_end(j, '}');
     for (int i = 0; i < pairs; i++) { close(sv[i][0]); close(sv[i][1]); }
     free(sv);
+    free(res);
 }

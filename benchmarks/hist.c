@@ -57,6 +57,16 @@ uint64_t hist_quantile(const hist_t *h, double q)
 
 double hist_mean(const hist_t *h) { return h->n ? h->sum / (double)h->n : 0; }
 
+void hist_merge(hist_t *dst, const hist_t *src)
+{
+    if (!src->n) return;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) dst->counts[i] += src->counts[i];
+    dst->n += src->n;
+    dst->sum += src->sum;
+    if (src->min < dst->min) dst->min = src->min;
+    if (src->max > dst->max) dst->max = src->max;
+}
+
 int hist_next(const hist_t *h, unsigned *i, uint64_t *value, uint64_t *count)
 {
     for (; *i < HIST_BUCKETS; ++*i)

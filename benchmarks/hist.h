@@ -21,6 +21,8 @@ void hist_add(hist_t *h, uint64_t v);
 /* The value at quantile q in [0, 1] (the middle of its bucket, clipped to [min, max]). */
 uint64_t hist_quantile(const hist_t *h, double q);
 double hist_mean(const hist_t *h);
+/* Add every sample of src to dst (rounds pooled for the plots and the JSON histogram). */
+void hist_merge(hist_t *dst, const hist_t *src);
 /* Iterate the non-empty buckets: *i starts at 0; returns 0 when done. */
 int hist_next(const hist_t *h, unsigned *i, uint64_t *value, uint64_t *count);
 

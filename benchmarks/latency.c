@@ -114,20 +114,37 @@ static int run_pingpong(const bench_opts_t *o, peer_t *p, hist_t *h)
     return 0;
 }
 
-static void write_hist(json_t *j, const char *key, const hist_t *h)
+/* Per peer: one value per round of each quantile, the rounds pooled for the plots. */
+enum { Q_P50, Q_P90, Q_P99, Q_P999, Q_MAX, Q_MIN, Q_MEAN, Q_COUNT };
+static const char *const q_key[Q_COUNT] = { "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
+                                            "min_ns", "mean_ns" };
+
+typedef struct {
+    series_t q[2][Q_COUNT];      /* [one-way, ping-pong][quantile] */
+    series_t p99_over_floor;     /* one-way p99 / the epoll floor's one-way p99, same round */
+    hist_t *pooled[2];
+    int lost;
+} lat_res_t;
+
+static void add_round(series_t *q, const hist_t *h)
+{
+    series_add(&q[Q_P50], (double)hist_quantile(h, 0.50));
+    series_add(&q[Q_P90], (double)hist_quantile(h, 0.90));
+    series_add(&q[Q_P99], (double)hist_quantile(h, 0.99));
+    series_add(&q[Q_P999], (double)hist_quantile(h, 0.999));
+    series_add(&q[Q_MAX], (double)h->max);
+    series_add(&q[Q_MIN], h->n ? (double)h->min : 0);
+    series_add(&q[Q_MEAN], hist_mean(h));
+}
+
+static void write_hist(json_t *j, const char *key, const series_t *q, const hist_t *h)
 {
     unsigned i = 0;
     uint64_t v, c;
     json_obj(j, key);
     json_int(j, "samples", (long long)h->n);
-    json_num(j, "p50_ns", (double)hist_quantile(h, 0.50));
-    json_num(j, "p90_ns", (double)hist_quantile(h, 0.90));
-    json_num(j, "p99_ns", (double)hist_quantile(h, 0.99));
-    json_num(j, "p999_ns", (double)hist_quantile(h, 0.999));
-    json_num(j, "max_ns", (double)h->max);
-    json_num(j, "min_ns", h->n ? (double)h->min : 0);
-    json_num(j, "mean_ns", hist_mean(h));
-    json_arr(j, "histogram");          /* [bucket middle ns, count] */
+    for (int k = 0; k < Q_COUNT; k++) json_series(j, q_key[k], &q[k]);
+    json_arr(j, "histogram");          /* [bucket middle ns, count], every round pooled */
     while (hist_next(h, &i, &v, &c)) {
         json_arr(j, NULL);
         json_int(j, NULL, (long long)v);
@@ -138,54 +155,109 @@ static void write_hist(json_t *j, const char *key, const hist_t *h)
     json_end(j, '}');
 }
 
-static void print_hist(const char *what, const char *peer, const hist_t *h)
+static void print_res(const char *what, const char *peer, const series_t *q, const hist_t *h)
 {
-    printf("  %-9s %-10s n=%-7llu p50 %7.1f  p90 %7.1f  p99 %7.1f  p99.9 %8.1f  max %9.1f us\n",
-           what, peer, (unsigned long long)h->n, hist_quantile(h, .5) / 1e3,
-           hist_quantile(h, .9) / 1e3, hist_quantile(h, .99) / 1e3,
-           hist_quantile(h, .999) / 1e3, (double)h->max / 1e3);
-    fflush(stdout);
+    printf("  %-9s %-10s n=%-7llu p50 %7.1f  p90 %7.1f  p99 %7.1f [%.1f-%.1f]  p99.9 %8.1f  "
+           "max %9.1f us\n", what, peer, (unsigned long long)h->n, series_median(&q[Q_P50]) / 1e3,
+           series_median(&q[Q_P90]) / 1e3, series_median(&q[Q_P99]) / 1e3,
+           series_min(&q[Q_P99]) / 1e3, series_max(&q[Q_P99]) / 1e3,
+           series_median(&q[Q_P999]) / 1e3, series_max(&q[Q_MAX]) / 1e3);
+}
+
+/* One round of one peer: one-way, then ping-pong, each with fresh loops. */
+static void run_round(const bench_opts_t *o, peer_t *p, lat_res_t *r)
+{
+    hist_t *h[2] = { hist_new(), hist_new() };
+    if (run_oneway(o, p, h[0]) != 0) r->lost = 1;
+    run_pingpong(o, p, h[1]);
+    for (int k = 0; k < 2; k++) {
+        add_round(r->q[k], h[k]);
+        hist_merge(r->pooled[k], h[k]);
+        hist_free(h[k]);
+    }
+}
+
+/* The one-way p99 of each peer over the floor's of the same round: a slow round (a busy host)
+ * raises both, so the ratio is steadier than either. */
+static void floor_ratios(peer_t **peers, int n, lat_res_t *res)
+{
+    int f = -1;
+    for (int i = 0; i < n; i++) if (peers[i] == &peer_epoll) f = i;
+    if (f < 0 || !peers[f]->async_new) return;
+    for (int i = 0; i < n; i++) {
+        const series_t *mine = &res[i].q[0][Q_P99], *fl = &res[f].q[0][Q_P99];
+        if (peers[i]->async_new && mine->n && fl->n && fl->v[fl->n - 1] > 0)
+            series_add(&res[i].p99_over_floor, mine->v[mine->n - 1] / fl->v[fl->n - 1]);
+    }
+}
+
+static void report(peer_t *p, lat_res_t *r, json_t *j)
+{
+    series_t us;
+    json_obj(j, p->name);
+    if (r->lost) json_str(j, "error", "a wakeup was lost (2 s timeout)");
+    write_hist(j, "oneway", r->q[0], r->pooled[0]);
+    write_hist(j, "pingpong", r->q[1], r->pooled[1]);
+    if (r->p99_over_floor.n) json_series(j, "oneway_p99_over_epoll_p99", &r->p99_over_floor);
+    json_end(j, '}');
+    print_res("one-way", p->name, r->q[0], r->pooled[0]);
+    print_res("ping-pong", p->name, r->q[1], r->pooled[1]);
+    us = series_scaled(&r->q[0][Q_P50], 1e-3);
+    table_series("wakeup one-way p50 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    us = series_scaled(&r->q[0][Q_P99], 1e-3);
+    table_series("wakeup one-way p99 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    us = series_scaled(&r->q[0][Q_P999], 1e-3);
+    table_series("wakeup one-way p99.9 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    us = series_scaled(&r->q[1][Q_P50], 1e-3);
+    table_series("ping-pong round trip p50 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    us = series_scaled(&r->q[1][Q_P99], 1e-3);
+    table_series("ping-pong round trip p99 (us)", p->name, &us, "us", LOWER_IS_BETTER);
 }
 
 void bench_latency(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
+    lat_res_t *res = calloc((size_t)n, sizeof *res);
     plot_series_t ow[16], pp[16];
-    hist_t *keep[32];
-    int nk = 0, np = 0;
-    printf("\n== 1. cross-thread wakeup latency (%ld samples after %ld warm-up; A on cpu %d, "
-           "B on cpu %d) ==\n", o->lat_samples, o->lat_warmup, o->cpu_a, o->cpu_b);
+    int np = 0;
+    printf("\n== 1. cross-thread wakeup latency (%d rounds of %ld samples after %ld warm-up; A on "
+           "cpu %d, B on cpu %d) ==\n", o->rounds, o->lat_samples, o->lat_warmup, o->cpu_a, o->cpu_b);
+    for (int i = 0; i < n; i++) {
+        res[i].pooled[0] = hist_new();
+        res[i].pooled[1] = hist_new();
+    }
+    for (int r = 0; r < o->rounds; r++) {
+        round_begin(r, o->rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, peer_has_async, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            run_round(o, peers[i], &res[i]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+        floor_ratios(peers, n, res);
+    }
     json_obj(j, "latency");
+    json_int(j, "rounds", o->rounds);
     json_num(j, "samples", (double)o->lat_samples);
     json_num(j, "warmup", (double)o->lat_warmup);
     json_num(j, "gap_ns", 20000);
     json_obj(j, "peers");
     for (int i = 0; i < n; i++) {
-        peer_t *p = peers[i];
-        hist_t *h1, *h2;
-        if (!p->async_new) continue;
-        h1 = hist_new();
-        h2 = hist_new();
-        json_obj(j, p->name);
-        if (run_oneway(o, p, h1) != 0) json_str(j, "error", "a wakeup was lost (2 s timeout)");
-        print_hist("one-way", p->name, h1);
-        write_hist(j, "oneway", h1);
-        run_pingpong(o, p, h2);
-        print_hist("ping-pong", p->name, h2);
-        write_hist(j, "pingpong", h2);
-        json_end(j, '}');
-        table_add("wakeup one-way p50 (us)", p->name, hist_quantile(h1, .5) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("wakeup one-way p99 (us)", p->name, hist_quantile(h1, .99) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("wakeup one-way p99.9 (us)", p->name, hist_quantile(h1, .999) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("ping-pong round trip p50 (us)", p->name, hist_quantile(h2, .5) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("ping-pong round trip p99 (us)", p->name, hist_quantile(h2, .99) / 1e3, "us", LOWER_IS_BETTER);
-        ow[np] = (plot_series_t){ p->name, h1 };
-        pp[np++] = (plot_series_t){ p->name, h2 };
-        keep[nk++] = h1;
-        keep[nk++] = h2;
+        if (!peers[i]->async_new) continue;
+        report(peers[i], &res[i], j);
+        ow[np] = (plot_series_t){ peers[i]->name, res[i].pooled[0] };
+        pp[np++] = (plot_series_t){ peers[i]->name, res[i].pooled[1] };
     }
     json_end(j, '}');
     json_end(j, '}');
-    plot_cdf("oneway.svg", "oneway.png", "one-way wakeup latency CDF", ow, np);
-    plot_cdf("pingpong.svg", "pingpong.png", "ping-pong round-trip CDF", pp, np);
-    while (nk) hist_free(keep[--nk]);
+    for (int i = 0; i < n; i++)
+        table_series("wakeup one-way p99 / epoll p99, same round", peers[i]->name,
+                     &res[i].p99_over_floor, "x", LOWER_IS_BETTER);
+    plot_cdf("oneway.svg", "oneway.png", "one-way wakeup latency CDF (all rounds)", ow, np);
+    plot_cdf("pingpong.svg", "pingpong.png", "ping-pong round-trip CDF (all rounds)", pp, np);
+    for (int i = 0; i < n; i++) {
+        hist_free(res[i].pooled[0]);
+        hist_free(res[i].pooled[1]);
+    }
+    free(res);
 }

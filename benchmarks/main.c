@@ -1,8 +1,9 @@
 /* main.c - arguments, peers, the phases in order, the JSON file and the table printed last.
  *
- *   bench [--quick] [--json PATH] [--only PEER,...] [--bench NAME,...] [--no-pin]
+ *   bench [--quick] [--rounds N] [--json PATH] [--only PEER,...] [--bench NAME,...] [--no-pin]
  *         [--instr FILE]                  instruction counts per pass measured by callgrind
- *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind) */
+ *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind)
+ *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process */
 
 #include "bench.h"
 #include <crunloop.h>
@@ -18,10 +19,12 @@ static peer_t *all_peers[] = { &peer_epoll, &peer_futex, &peer_crunloop, &peer_c
 #define NPEERS ((int)(sizeof all_peers / sizeof *all_peers))
 
 static const char *const bench_names[] = { "latency", "throughput", "timers", "precision", "idle",
-                                           "pass", "fds" };
+                                           "pass", "fds", "memory", "firerate", "crossthread",
+                                           "scaling", "perform" };
 static void (*const bench_fns[])(const bench_opts_t *, peer_t **, int, json_t *) = {
     bench_latency, bench_throughput, bench_timer_heap, bench_timer_precision, bench_idle,
-    bench_pass, bench_fds };
+    bench_pass, bench_fds, bench_memory, bench_fire_rate, bench_cross_thread, bench_scaling,
+    bench_perform };
 
 static int in_list(const char *list, const char *name)
 {
@@ -37,10 +40,22 @@ static int in_list(const char *list, const char *name)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench [--quick] [--json PATH] [--only PEER,..] [--bench NAME,..] "
-                    "[--no-pin] [--instr FILE]\n       bench --callgrind-pass PEER:SCENARIO [--passes N]\n"
-                    "benchmarks: latency throughput timers precision idle pass fds\n");
+    fprintf(stderr, "usage: bench [--quick] [--rounds N] [--json PATH] [--only PEER,..] "
+                    "[--bench NAME,..] [--no-pin] [--instr FILE]\n"
+                    "       bench --callgrind-pass PEER:SCENARIO [--passes N]\n"
+                    "       bench --memory-child PEER TIMERS CAP_SECONDS CPU\n"
+                    "benchmarks:");
+    for (size_t i = 0; i < sizeof bench_names / sizeof *bench_names; i++)
+        fprintf(stderr, " %s", bench_names[i]);
+    fprintf(stderr, "\n");
     exit(2);
+}
+
+static peer_t *peer_named(const char *name)
+{
+    for (int i = 0; i < NPEERS; i++)
+        if (!strcasecmp(all_peers[i]->name, name)) return all_peers[i];
+    return NULL;
 }
 
 static void mkdir_p(const char *dir)
@@ -78,6 +93,7 @@ int main(int argc, char **argv)
     bench_opts_t o;
     const char *json_path = NULL, *benches = NULL, *instr = NULL, *cg = NULL;
     long cg_passes = 100000;
+    int rounds = 0;
     peer_t *peers[NPEERS];
     int np = 0;
     char *buf = NULL;
@@ -97,38 +113,59 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--instr") && i + 1 < argc) instr = argv[++i];
         else if (!strcmp(a, "--callgrind-pass") && i + 1 < argc) cg = argv[++i];
         else if (!strcmp(a, "--passes") && i + 1 < argc) cg_passes = atol(argv[++i]);
-        else usage();
+        else if (!strcmp(a, "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(a, "--memory-child") && i + 4 < argc) {
+            peer_t *p = strcmp(argv[i + 1], "-") ? peer_named(argv[i + 1]) : NULL;
+            if (p && p->load(p) != 0) {
+                fprintf(stderr, "%s: %s\n", p->name, p->why);
+                return 1;
+            }
+            return memory_child(p, atol(argv[i + 2]), atof(argv[i + 3]), atoi(argv[i + 4]));
+        } else usage();
     }
+    if (rounds < 0 || rounds > MAX_ROUNDS) usage();
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     if (cg) {
         char name[64];
         const char *colon = strchr(cg, ':');
+        peer_t *p;
         if (!colon) usage();
         snprintf(name, sizeof name, "%.*s", (int)(colon - cg), cg);
-        for (int i = 0; i < NPEERS; i++)
-            if (!strcasecmp(all_peers[i]->name, name)) {
-                if (all_peers[i]->load(all_peers[i]) != 0) {
-                    fprintf(stderr, "%s: %s\n", name, all_peers[i]->why);
-                    return 1;
-                }
-                return callgrind_pass(all_peers[i], colon + 1, cg_passes);
-            }
-        fprintf(stderr, "unknown peer %s\n", name);
-        return 2;
+        if (!(p = peer_named(name))) {
+            fprintf(stderr, "unknown peer %s\n", name);
+            return 2;
+        }
+        if (p->load(p) != 0) {
+            fprintf(stderr, "%s: %s\n", name, p->why);
+            return 1;
+        }
+        return callgrind_pass(p, colon + 1, cg_passes);
     }
 
-    o.lat_samples = o.quick ? 3000 : 100000;
-    o.lat_warmup = o.quick ? 300 : 2000;
-    o.tput_seconds = o.quick ? 0.2 : 1.0;
+    /* Rounds: the signal throughput wants 10 interleaved rounds; the long benchmarks (a million
+     * timers, or setups that dominate) take half as many. Durations below are per round. */
+    o.rounds = rounds ? rounds : o.quick ? 2 : 10;
+    o.heavy_rounds = (o.rounds + 1) / 2;
+    o.lat_samples = ((o.quick ? 3000 : 100000) + o.rounds - 1) / o.rounds;
+    o.lat_warmup = o.quick ? 150 : 300;
+    o.tput_seconds = o.quick ? 0.1 : 0.5;
     o.tput_producers = 4;
-    o.precision_seconds = o.quick ? 0.5 : 2.0;
-    o.idle_seconds = o.quick ? 0.5 : 2.0;
-    o.timer_cap_seconds = o.quick ? 1.0 : 5.0;
+    o.precision_seconds = o.quick ? 0.25 : 0.5;
+    o.idle_seconds = o.quick ? 0.25 : 0.5;
+    o.timer_cap_seconds = o.quick ? 0.5 : 2.0;
     o.timer_max_exp = o.quick ? 4 : 6;
-    o.pass_seconds = o.quick ? 0.05 : 0.3;
+    o.pass_seconds = o.quick ? 0.03 : 0.1;
     o.fd_pairs = 10000;
-    o.fd_seconds = o.quick ? 0.2 : 1.0;
+    o.fd_seconds = o.quick ? 0.1 : 0.3;
+    o.mem_timers = o.quick ? 100000 : 1000000;
+    o.mem_cap_seconds = 5;
+    o.fire_timers = o.quick ? 100000 : 1000000;
+    o.fire_spread = o.quick ? 0.1 : 1.0;        /* the same million timers per second */
+    o.fire_cap_seconds = o.quick ? 1.0 : 3.0;
+    o.xthread_timers = o.quick ? 10000 : 100000;
+    o.scaling_seconds = o.quick ? 0.1 : 0.3;
+    o.perform_seconds = o.quick ? 0.1 : 0.3;
     o.cpu_a = o.cpu_b = -1;
     if (o.pin && ncpus() >= 2) {
         o.cpu_b = cpu_nth(0);
@@ -149,9 +186,12 @@ int main(int argc, char **argv)
     json_str(&j, "benchmark", "crunloop-bench");
     json_str(&j, "crunloop_version", rl_version_string());
     json_bool(&j, "quick", o.quick);
+    json_int(&j, "rounds", o.rounds);
+    json_int(&j, "heavy_rounds", o.heavy_rounds);
     sysinfo_write(&j, &o);
 
-    printf("CRunLoop benchmarks (%s run)\n", o.quick ? "quick" : "full");
+    printf("CRunLoop benchmarks (%s run: %d interleaved rounds, %d for the long benchmarks)\n",
+           o.quick ? "quick" : "full", o.rounds, o.heavy_rounds);
     sysinfo_print(stdout, &o);
     json_obj(&j, "peers");
     for (int i = 0; i < NPEERS; i++) {

@@ -97,41 +97,70 @@ static void *pass_main(void *arg)
     return NULL;
 }
 
+typedef struct { series_t ns[S_COUNT], passes[S_COUNT]; int failed[S_COUNT]; } pass_res_t;
+
+static void pass_round(const bench_opts_t *o, peer_t *p, pass_res_t *res)
+{
+    for (int s = 0; s < S_COUNT; s++) {
+        pass_run_t r;
+        if (!scen_supported(p, s)) continue;
+        memset(&r, 0, sizeof r);
+        r.c.p = p;
+        r.c.scen = s;
+        r.seconds = o->pass_seconds;
+        run_in_thread(o->cpu_b, pass_main, &r);
+        if (!r.ok) { res->failed[s] = 1; continue; }
+        series_add(&res->ns[s], r.ns);
+        series_add(&res->passes[s], (double)r.passes);
+    }
+}
+
+static void pass_report(peer_t *p, pass_res_t *res, json_t *j)
+{
+    json_obj(j, p->name);
+    printf("  %-10s", p->name);
+    for (int s = 0; s < S_COUNT; s++) {
+        if (!scen_supported(p, s)) { printf(" %16s", "n/a"); continue; }
+        if (!res->ns[s].n) { printf(" %16s", "failed"); continue; }
+        printf(" %16.1f", series_median(&res->ns[s]));
+        json_obj(j, scen_name[s]);
+        json_series(j, "ns_per_pass", &res->ns[s]);
+        json_series(j, "passes", &res->passes[s]);
+        json_end(j, '}');
+        table_series(scen_metric[s], p->name, &res->ns[s], "ns", LOWER_IS_BETTER);
+    }
+    printf("\n");
+    json_end(j, '}');
+}
+
+static int pass_peer(const peer_t *p) { return p->pass && p != &peer_futex; }
+
 void bench_pass(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
-    printf("\n== 6. per-pass cost (one non-blocking pass; ~%.2f s per figure) ==\n", o->pass_seconds);
+    pass_res_t *res = calloc((size_t)n, sizeof *res);
+    printf("\n== 6. per-pass cost (one non-blocking pass; %d rounds, ~%.2f s per figure) ==\n",
+           o->heavy_rounds, o->pass_seconds);
+    for (int r = 0; r < o->heavy_rounds; r++) {
+        round_begin(r, o->heavy_rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, pass_peer, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            pass_round(o, peers[i], &res[i]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
     printf("  %-10s", "peer");
     for (int s = 0; s < S_COUNT; s++) printf(" %16s", scen_name[s]);
-    printf("   (ns per pass)\n");
+    printf("   (ns per pass, median of the rounds)\n");
     json_obj(j, "pass");
+    json_int(j, "rounds", o->heavy_rounds);
     json_obj(j, "peers");
-    for (int i = 0; i < n; i++) {
-        peer_t *p = peers[i];
-        if (!p->pass || p == &peer_futex) continue;
-        json_obj(j, p->name);
-        printf("  %-10s", p->name);
-        for (int s = 0; s < S_COUNT; s++) {
-            pass_run_t r;
-            if (!scen_supported(p, s)) { printf(" %16s", "n/a"); continue; }
-            memset(&r, 0, sizeof r);
-            r.c.p = p;
-            r.c.scen = s;
-            r.seconds = o->pass_seconds;
-            run_in_thread(o->cpu_b, pass_main, &r);
-            if (!r.ok) { printf(" %16s", "failed"); continue; }
-            printf(" %16.1f", r.ns);
-            fflush(stdout);
-            json_obj(j, scen_name[s]);
-            json_num(j, "ns_per_pass", r.ns);
-            json_int(j, "passes", r.passes);
-            json_end(j, '}');
-            table_add(scen_metric[s], p->name, r.ns, "ns", LOWER_IS_BETTER);
-        }
-        printf("\n");
-        json_end(j, '}');
-    }
+    for (int i = 0; i < n; i++)
+        if (pass_peer(peers[i])) pass_report(peers[i], &res[i], j);
     json_end(j, '}');
     json_end(j, '}');
+    free(res);
 }
 
 /* --callgrind-pass: set the scenario up, then only cg_pass_loop (collect with

@@ -38,14 +38,20 @@ static void *producer(void *pp)
     return NULL;
 }
 
-static void run_one(const bench_opts_t *o, peer_t *p, int nprod, json_t *j)
+/* The figures of one run; one series per figure over the rounds. */
+enum { T_SENDS, T_CBS, T_SENDS_S, T_CB_S, T_SYSCW, T_WRITES, T_CPU, T_COUNT };
+static const char *const t_key[T_COUNT] = { "sends", "callbacks", "sends_per_s", "callbacks_per_s",
+                                            "syscw_per_callback", "wakeup_writes_per_callback",
+                                            "loop_thread_cpu_s" };
+typedef struct { series_t f[T_COUNT]; } tput_res_t;
+
+static void run_one(const bench_opts_t *o, peer_t *p, int nprod, tput_res_t *res)
 {
     tput_t *w = calloc(1, sizeof *w);
     producer_t pr[64];
     unsigned long long w0 = 0, w1 = 0, waits, syscw0, syscw1;
     uint64_t t0, t1;
-    double secs, cps;
-    char metric[64], key[16];
+    double secs, cb;
     host_start(&w->b, p, o->cpu_b, tput_cb, w);
     host_wait_ready(&w->b);
     if (p->counters) p->counters(w->b.loop, &w0, &waits);
@@ -68,45 +74,65 @@ static void run_one(const bench_opts_t *o, peer_t *p, int nprod, json_t *j)
     host_release(&w->b);
     host_join(&w->b);
     secs = (double)(t1 - t0) / 1e9;
-    cps = (double)w->callbacks / secs;
+    cb = w->callbacks ? (double)w->callbacks : 1;
+    series_add(&res->f[T_SENDS], (double)atomic_load(&w->sends));
+    series_add(&res->f[T_CBS], (double)w->callbacks);
+    series_add(&res->f[T_SENDS_S], (double)atomic_load(&w->sends) / secs);
+    series_add(&res->f[T_CB_S], (double)w->callbacks / secs);
+    series_add(&res->f[T_SYSCW], (double)(syscw1 - syscw0) / cb);
+    if (p->counters) series_add(&res->f[T_WRITES], (double)(w1 - w0) / cb);
+    series_add(&res->f[T_CPU], (double)w->b.cpu_ns / 1e9);
+    free(w);
+}
+
+static void report(const bench_opts_t *o, peer_t *p, int nprod, const tput_res_t *r, json_t *j)
+{
+    char metric[64], key[16];
     snprintf(key, sizeof key, "producers_%d", nprod);
     json_obj(j, key);
     json_int(j, "producers", nprod);
-    json_num(j, "seconds", secs);
-    json_int(j, "sends", atomic_load(&w->sends));
-    json_int(j, "callbacks", w->callbacks);
-    json_num(j, "sends_per_s", (double)atomic_load(&w->sends) / secs);
-    json_num(j, "callbacks_per_s", cps);
-    json_num(j, "syscw_per_callback", w->callbacks ? (double)(syscw1 - syscw0) / (double)w->callbacks : 0);
-    if (p->counters) json_num(j, "wakeup_writes_per_callback",
-                              w->callbacks ? (double)(w1 - w0) / (double)w->callbacks : 0);
-    json_num(j, "loop_thread_cpu_s", (double)w->b.cpu_ns / 1e9);
+    json_num(j, "seconds", o->tput_seconds);
+    for (int k = 0; k < T_COUNT; k++)
+        if (r->f[k].n) json_series(j, t_key[k], &r->f[k]);
     json_end(j, '}');
-    printf("  %-10s %d producer%s  %10.0f sends/s  %10.0f callbacks/s  %6.3f write syscalls/callback",
-           p->name, nprod, nprod > 1 ? "s" : " ", (double)atomic_load(&w->sends) / secs, cps,
-           w->callbacks ? (double)(syscw1 - syscw0) / (double)w->callbacks : 0);
-    if (p->counters) printf("  (wakeup_writes/callback %.3f)", w->callbacks ? (double)(w1 - w0) / (double)w->callbacks : 0);
+    printf("  %-10s %d producer%s  %10.0f sends/s  %10.0f callbacks/s [worst %.0f, best %.0f]  "
+           "%6.3f write syscalls/callback", p->name, nprod, nprod > 1 ? "s" : " ",
+           series_median(&r->f[T_SENDS_S]), series_median(&r->f[T_CB_S]),
+           series_min(&r->f[T_CB_S]), series_max(&r->f[T_CB_S]), series_median(&r->f[T_SYSCW]));
+    if (r->f[T_WRITES].n) printf("  (wakeup_writes/callback %.3f)", series_median(&r->f[T_WRITES]));
     printf("\n");
-    fflush(stdout);
     snprintf(metric, sizeof metric, "signal throughput, %d producer%s", nprod, nprod > 1 ? "s" : "");
-    table_add(metric, p->name, cps, "cb/s", HIGHER_IS_BETTER);
-    free(w);
+    table_series(metric, p->name, &r->f[T_CB_S], "cb/s", HIGHER_IS_BETTER);
 }
 
 void bench_throughput(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
-    printf("\n== 2. signal throughput and coalescing (%.1f s per run; 1 and %d producers) ==\n",
-           o->tput_seconds, o->tput_producers);
+    tput_res_t (*res)[2] = calloc((size_t)n, sizeof *res);
+    int nprod[2] = { 1, o->tput_producers };
+    printf("\n== 2. signal throughput and coalescing (%d rounds; %.2f s per run; 1 and %d producers) ==\n",
+           o->rounds, o->tput_seconds, o->tput_producers);
+    for (int r = 0; r < o->rounds; r++) {
+        round_begin(r, o->rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, peer_has_async, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            /* Alternate which of the two runs goes first, as the peers rotate. */
+            for (int m = 0; m < 2; m++) run_one(o, peers[i], nprod[(m + r) & 1], &res[i][(m + r) & 1]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
     json_obj(j, "throughput");
+    json_int(j, "rounds", o->rounds);
     json_num(j, "seconds", o->tput_seconds);
     json_obj(j, "peers");
     for (int i = 0; i < n; i++) {
         if (!peers[i]->async_new) continue;
         json_obj(j, peers[i]->name);
-        run_one(o, peers[i], 1, j);
-        run_one(o, peers[i], o->tput_producers, j);
+        for (int m = 0; m < 2; m++) report(o, peers[i], nprod[m], &res[i][m], j);
         json_end(j, '}');
     }
     json_end(j, '}');
     json_end(j, '}');
+    free(res);
 }

@@ -75,63 +75,113 @@ static void *heap_main(void *arg)
     return NULL;
 }
 
-void bench_timer_heap(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
+/* Per peer and N: each phase's ns/op and ops over the rounds; capped in any round; skipped
+ * when a smaller N was capped (CF fires every due timer it has collected before it looks at a
+ * stop, so its fire phase at 1e6 would take a quarter of an hour whatever the cap). */
+typedef struct { series_t ns[4], done[4]; int capped, skipped; long fired, expected; } heap_res_t;
+
+static void heap_round(const bench_opts_t *o, peer_t *p, long N, heap_res_t *r)
+{
+    heap_t w;
+    memset(&w, 0, sizeof w);
+    w.o = o;
+    w.p = p;
+    w.n = N;
+    run_in_thread(o->cpu_b, heap_main, &w);
+    for (int k = 0; k < 4; k++) {
+        series_add(&r->ns[k], w.ns[k]);
+        series_add(&r->done[k], (double)w.done[k]);
+    }
+    if (w.done[0] < N || w.done[1] < w.done[0] / 2 || w.capped) {
+        r->capped = 1;
+        r->fired = w.done[2];
+        r->expected = w.expected;
+    }
+}
+
+static void heap_report(const bench_opts_t *o, peer_t *p, int e, const heap_res_t *r, json_t *j)
 {
     static const char *phase[4] = { "add", "remove", "fire", "teardown" };
-    printf("\n== 3. timer heap scaling (one-shot timers due in 1-21 ms; cap %.1f s per phase) ==\n",
-           o->timer_cap_seconds);
-    printf("  %-10s %8s %12s %12s %12s %12s   (ns per operation)\n", "peer", "N", "add",
-           "remove half", "fire rest", "teardown");
+    char key[16], metric[64], note[96];
+    long N = lround(pow(10, e));
+    snprintf(key, sizeof key, "1e%d", e);
+    json_obj(j, key);
+    json_int(j, "n", N);
+    if (r->skipped && !r->ns[0].n) {
+        snprintf(note, sizeof note, "skipped: capped at 1e%d already", e - 1);
+        json_str(j, "skipped", note);
+        json_end(j, '}');
+        printf("  %-10s %8ld   %s\n", p->name, N, note);
+        if (e != o->timer_max_exp && e != 5) return;
+        for (int k = 0; k < 3; k++) {
+            snprintf(metric, sizeof metric, "timers 1e%d %s (ns/op)", e, phase[k]);
+            table_note(metric, p->name, note);
+        }
+        return;
+    }
+    for (int k = 0; k < 4; k++) {
+        json_obj(j, phase[k]);
+        json_series(j, "ns_per_op", &r->ns[k]);
+        json_series(j, "ops", &r->done[k]);
+        json_end(j, '}');
+    }
+    json_bool(j, "capped", r->capped);
+    json_end(j, '}');
+    printf("  %-10s %8ld %12.0f %12.0f %12.0f %12.0f", p->name, N, series_median(&r->ns[0]),
+           series_median(&r->ns[1]), series_median(&r->ns[2]), series_median(&r->ns[3]));
+    if (r->capped)
+        printf("   capped (median ops: added %.0f, removed %.0f, fired %.0f)",
+               series_median(&r->done[0]), series_median(&r->done[1]), series_median(&r->done[2]));
+    printf("\n");
+    if (e != o->timer_max_exp && e != 5) return;
+    for (int k = 0; k < 3; k++) {
+        snprintf(metric, sizeof metric, "timers 1e%d %s (ns/op)", e, phase[k]);
+        table_series(metric, p->name, &r->ns[k], "ns", LOWER_IS_BETTER);
+        if (r->capped) {
+            snprintf(note, sizeof note, "capped at %.1f s: median ops %.0f of %ld",
+                     o->timer_cap_seconds, series_median(&r->done[k]), k == 1 ? N / 2 : N);
+            table_annotate(metric, p->name, note);
+        }
+    }
+}
+
+static int heap_peer(const peer_t *p) { return p->timer_new && !p->is_floor; }
+
+void bench_timer_heap(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
+{
+    int ne = o->timer_max_exp - 2;
+    heap_res_t *res = calloc((size_t)(n * ne), sizeof *res);
+    printf("\n== 3. timer heap scaling (one-shot timers due in 1-21 ms; %d rounds; cap %.1f s per "
+           "phase) ==\n", o->heavy_rounds, o->timer_cap_seconds);
+    for (int r = 0; r < o->heavy_rounds; r++) {
+        round_begin(r, o->heavy_rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, heap_peer, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            for (int e = 3; e <= o->timer_max_exp; e++) {
+                heap_res_t *h = &res[i * ne + e - 3];
+                if (e > 3 && (h[-1].capped || h[-1].skipped)) h->skipped = 1;
+                else heap_round(o, peers[i], lround(pow(10, e)), h);
+            }
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
+    printf("  %-10s %8s %12s %12s %12s %12s   (ns per operation, median of the rounds)\n", "peer",
+           "N", "add", "remove half", "fire rest", "teardown");
     json_obj(j, "timer_heap");
+    json_int(j, "rounds", o->heavy_rounds);
     json_num(j, "cap_seconds_per_phase", o->timer_cap_seconds);
     json_obj(j, "peers");
     for (int i = 0; i < n; i++) {
-        peer_t *p = peers[i];
-        if (!p->timer_new || p->is_floor) continue;
-        json_obj(j, p->name);
-        for (int e = 3; e <= o->timer_max_exp; e++) {
-            heap_t w;
-            char key[16], metric[64];
-            long N = lround(pow(10, e));
-            memset(&w, 0, sizeof w);
-            w.o = o;
-            w.p = p;
-            w.n = N;
-            run_in_thread(o->cpu_b, heap_main, &w);
-            snprintf(key, sizeof key, "1e%d", e);
-            json_obj(j, key);
-            json_int(j, "n", N);
-            for (int k = 0; k < 4; k++) {
-                json_obj(j, phase[k]);
-                json_num(j, "ns_per_op", w.ns[k]);
-                json_int(j, "ops", w.done[k]);
-                json_end(j, '}');
-            }
-            json_bool(j, "capped", w.done[0] < N || w.done[1] < w.done[0] / 2 || w.capped);
-            json_end(j, '}');
-            printf("  %-10s %8ld %12.0f %12.0f %12.0f %12.0f", p->name, N, w.ns[0], w.ns[1],
-                   w.ns[2], w.ns[3]);
-            if (w.done[0] < N || w.done[1] < w.done[0] / 2 || w.capped)
-                printf("   capped: added %ld, removed %ld, fired %ld of %ld", w.done[0], w.done[1],
-                       w.done[2], w.expected);
-            printf("\n");
-            fflush(stdout);
-            if (e == o->timer_max_exp || e == 5) {
-                for (int k = 0; k < 3; k++) {
-                    snprintf(metric, sizeof metric, "timers 1e%d %s (ns/op)", e, phase[k]);
-                    table_add(metric, p->name, w.ns[k], "ns", LOWER_IS_BETTER);
-                    if (k == 2 && w.capped) {
-                        char note[96];
-                        snprintf(note, sizeof note, "capped: fired %ld of %ld", w.done[2], w.expected);
-                        table_note(metric, p->name, note);
-                    }
-                }
-            }
-        }
+        if (!heap_peer(peers[i])) continue;
+        json_obj(j, peers[i]->name);
+        for (int e = 3; e <= o->timer_max_exp; e++) heap_report(o, peers[i], e, &res[i * ne + e - 3], j);
         json_end(j, '}');
     }
     json_end(j, '}');
     json_end(j, '}');
+    free(res);
 }
 
 /* ---- 4. precision: a 1 ms repeating timer for a fixed time. The grid is start + k ms. A fire's
@@ -211,78 +261,125 @@ static void *tol_main(void *arg)
     return NULL;
 }
 
+/* Per peer: the precision figures over the rounds, the lateness of every round pooled for the
+ * plot, and the tolerance runs (peers with set_tolerance and counters). */
+enum { P_FIRES, P_MISSED, P_EARLY, P_P50, P_P99, P_MAX, P_COUNT };
+static const char *const p_key[P_COUNT] = { "fires", "grid_points_missed", "early_fires",
+                                            "lateness_p50_ns", "lateness_p99_ns", "lateness_max_ns" };
+enum { L_FIRES0, L_WAITS0, L_FIRES1, L_WAITS1, L_SAVED, L_COUNT };
+static const char *const l_key[L_COUNT] = { "fires_without", "waits_without", "fires_with",
+                                            "waits_with", "wakeups_saved_fraction" };
+typedef struct { series_t f[P_COUNT], tol[L_COUNT]; hist_t *pooled; } prec_res_t;
+
+static void prec_round(const bench_opts_t *o, peer_t *p, long want, prec_res_t *r)
+{
+    prec_t w;
+    prec_run_t run;
+    memset(&w, 0, sizeof w);
+    w.p = p;
+    w.interval = 0.001;
+    w.h = hist_new();
+    run = (prec_run_t){ &w, o->precision_seconds };
+    run_in_thread(o->cpu_b, prec_main, &run);
+    series_add(&r->f[P_FIRES], (double)w.fires);
+    series_add(&r->f[P_MISSED], (double)(want - w.fires));
+    series_add(&r->f[P_EARLY], (double)w.early);
+    series_add(&r->f[P_P50], (double)hist_quantile(w.h, .5));
+    series_add(&r->f[P_P99], (double)hist_quantile(w.h, .99));
+    series_add(&r->f[P_MAX], (double)w.h->max);
+    hist_merge(r->pooled, w.h);
+    hist_free(w.h);
+}
+
+/* Ten 1 ms timers 0.1 ms apart, tolerance 0 then 0.5 ms. */
+static void tol_round(const bench_opts_t *o, peer_t *p, prec_res_t *r)
+{
+    tol_t a = { .p = p, .tol = 0, .seconds = o->precision_seconds };
+    tol_t b = { .p = p, .tol = 0.0005, .seconds = o->precision_seconds };
+    run_in_thread(o->cpu_b, tol_main, &a);
+    run_in_thread(o->cpu_b, tol_main, &b);
+    series_add(&r->tol[L_FIRES0], (double)a.fires);
+    series_add(&r->tol[L_WAITS0], (double)a.waits);
+    series_add(&r->tol[L_FIRES1], (double)b.fires);
+    series_add(&r->tol[L_WAITS1], (double)b.waits);
+    series_add(&r->tol[L_SAVED], a.waits ? 1.0 - (double)b.waits / (double)a.waits : 0);
+}
+
+static void prec_report(peer_t *p, prec_res_t *r, json_t *j)
+{
+    series_t us;
+    json_obj(j, p->name);
+    for (int k = 0; k < P_COUNT; k++) json_series(j, p_key[k], &r->f[k]);
+    json_end(j, '}');
+    printf("  %-10s fires %5.0f (early %.0f)  lateness p50 %8.1f us  p99 %8.1f us [%.1f-%.1f]  "
+           "max %9.1f us\n", p->name, series_median(&r->f[P_FIRES]), series_median(&r->f[P_EARLY]),
+           series_median(&r->f[P_P50]) / 1e3, series_median(&r->f[P_P99]) / 1e3,
+           series_min(&r->f[P_P99]) / 1e3, series_max(&r->f[P_P99]) / 1e3,
+           series_max(&r->f[P_MAX]) / 1e3);
+    us = series_scaled(&r->f[P_P50], 1e-3);
+    table_series("1 ms timer lateness p50 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    us = series_scaled(&r->f[P_P99], 1e-3);
+    table_series("1 ms timer lateness p99 (us)", p->name, &us, "us", LOWER_IS_BETTER);
+    table_series("1 ms timer fires (no drift = all)", p->name, &r->f[P_FIRES], "fires", HIGHER_IS_BETTER);
+}
+
+static void tol_report(peer_t *p, prec_res_t *r, json_t *j)
+{
+    series_t pct = series_scaled(&r->tol[L_SAVED], 100);
+    json_obj(j, p->name);
+    json_num(j, "timers", 10);
+    json_num(j, "tolerance_s", 0.0005);
+    for (int k = 0; k < L_COUNT; k++) json_series(j, l_key[k], &r->tol[k]);
+    json_end(j, '}');
+    printf("  %-10s ten 1 ms timers 0.1 ms apart: tolerance 0: %.0f fires, %.0f waits; "
+           "tolerance 0.5 ms: %.0f fires, %.0f waits (%.0f%% fewer wakeups)\n", p->name,
+           series_median(&r->tol[L_FIRES0]), series_median(&r->tol[L_WAITS0]),
+           series_median(&r->tol[L_FIRES1]), series_median(&r->tol[L_WAITS1]), series_median(&pct));
+    table_series("10 timers, 0.5 ms tolerance: waits saved", p->name, &pct, "%", HIGHER_IS_BETTER);
+}
+
+static int tol_peer(const peer_t *p) { return p->set_tolerance && p->counters; }
+
 void bench_timer_precision(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
+    prec_res_t *res = calloc((size_t)n, sizeof *res);
     plot_series_t s[16];
-    hist_t *keep[16];
     int ns = 0;
     long want = lround(o->precision_seconds / 0.001);
-    printf("\n== 4. timer precision (1 ms repeating timer for %.1f s: %ld fires expected) ==\n",
-           o->precision_seconds, want);
+    printf("\n== 4. timer precision (1 ms repeating timer, %d rounds of %.2f s: %ld fires expected "
+           "per round) ==\n", o->rounds, o->precision_seconds, want);
+    for (int i = 0; i < n; i++) res[i].pooled = hist_new();
+    for (int r = 0; r < o->rounds; r++) {
+        round_begin(r, o->rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, peer_has_timers, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            prec_round(o, peers[i], want, &res[i]);
+            if (tol_peer(peers[i])) tol_round(o, peers[i], &res[i]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
     json_obj(j, "timer_precision");
+    json_int(j, "rounds", o->rounds);
     json_num(j, "interval_s", 0.001);
     json_num(j, "seconds", o->precision_seconds);
     json_int(j, "expected_fires", want);
     json_obj(j, "peers");
     for (int i = 0; i < n; i++) {
-        peer_t *p = peers[i];
-        prec_t w;
-        prec_run_t r;
-        if (!p->timer_new) continue;
-        memset(&w, 0, sizeof w);
-        w.p = p;
-        w.interval = 0.001;
-        w.h = hist_new();
-        r = (prec_run_t){ &w, o->precision_seconds };
-        run_in_thread(o->cpu_b, prec_main, &r);
-        json_obj(j, p->name);
-        json_int(j, "fires", w.fires);
-        json_int(j, "grid_points_missed", want - w.fires);
-        json_int(j, "early_fires", w.early);
-        json_num(j, "lateness_p50_ns", (double)hist_quantile(w.h, .5));
-        json_num(j, "lateness_p99_ns", (double)hist_quantile(w.h, .99));
-        json_num(j, "lateness_max_ns", (double)w.h->max);
-        json_end(j, '}');
-        printf("  %-10s fires %5ld (early %ld)  lateness p50 %8.1f us  p99 %8.1f us  max %9.1f us\n",
-               p->name, w.fires, w.early, hist_quantile(w.h, .5) / 1e3,
-               hist_quantile(w.h, .99) / 1e3, (double)w.h->max / 1e3);
-        fflush(stdout);
-        table_add("1 ms timer lateness p50 (us)", p->name, hist_quantile(w.h, .5) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("1 ms timer lateness p99 (us)", p->name, hist_quantile(w.h, .99) / 1e3, "us", LOWER_IS_BETTER);
-        table_add("1 ms timer fires (no drift = all)", p->name, (double)w.fires, "fires", HIGHER_IS_BETTER);
-        s[ns] = (plot_series_t){ p->name, w.h };
-        keep[ns++] = w.h;
+        if (!peers[i]->timer_new) continue;
+        prec_report(peers[i], &res[i], j);
+        s[ns++] = (plot_series_t){ peers[i]->name, res[i].pooled };
     }
     json_end(j, '}');
     json_obj(j, "tolerance");
-    for (int i = 0; i < n; i++) {
-        peer_t *p = peers[i];
-        tol_t a, b;
-        if (!p->set_tolerance || !p->counters) continue;
-        a = (tol_t){ .p = p, .tol = 0, .seconds = o->precision_seconds };
-        b = (tol_t){ .p = p, .tol = 0.0005, .seconds = o->precision_seconds };
-        run_in_thread(o->cpu_b, tol_main, &a);
-        run_in_thread(o->cpu_b, tol_main, &b);
-        json_obj(j, p->name);
-        json_num(j, "timers", 10);
-        json_num(j, "tolerance_s", 0.0005);
-        json_int(j, "fires_without", a.fires);
-        json_int(j, "waits_without", (long long)a.waits);
-        json_int(j, "fires_with", b.fires);
-        json_int(j, "waits_with", (long long)b.waits);
-        json_num(j, "wakeups_saved_fraction", a.waits ? 1.0 - (double)b.waits / (double)a.waits : 0);
-        json_end(j, '}');
-        printf("  %-10s ten 1 ms timers 0.1 ms apart: tolerance 0: %ld fires, %llu waits; "
-               "tolerance 0.5 ms: %ld fires, %llu waits (%.0f%% fewer wakeups)\n",
-               p->name, a.fires, a.waits, b.fires, b.waits,
-               a.waits ? 100.0 * (1.0 - (double)b.waits / (double)a.waits) : 0);
-        table_add("10 timers, 0.5 ms tolerance: waits saved", p->name,
-                  a.waits ? 100.0 * (1.0 - (double)b.waits / (double)a.waits) : 0, "%", HIGHER_IS_BETTER);
-    }
+    for (int i = 0; i < n; i++)
+        if (tol_peer(peers[i])) tol_report(peers[i], &res[i], j);
     json_end(j, '}');
     json_end(j, '}');
-    plot_cdf("timer_lateness.svg", "timer_lateness.png", "1 ms timer lateness CDF", s, ns);
-    while (ns) hist_free(keep[--ns]);
+    plot_cdf("timer_lateness.svg", "timer_lateness.png", "1 ms timer lateness CDF (all rounds)", s, ns);
+    for (int i = 0; i < n; i++) hist_free(res[i].pooled);
+    free(res);
 }
 
 /* ---- 5. idle: a loop waiting on a timer an hour away, stopped by a second timer. ---------- */
@@ -327,33 +424,60 @@ static void *idle_main(void *arg)
     return NULL;
 }
 
+typedef struct { series_t cpu, csw, extra, waits; } idle_res_t;
+
+static void idle_round(const bench_opts_t *o, peer_t *p, idle_res_t *r)
+{
+    idle_t w;
+    memset(&w, 0, sizeof w);
+    w.p = p;
+    w.seconds = o->idle_seconds;
+    run_in_thread(o->cpu_b, idle_main, &w);
+    series_add(&r->cpu, (double)w.cpu / 1e9);
+    series_add(&r->csw, (double)w.csw);
+    series_add(&r->extra, w.csw > 1 ? (double)(w.csw - 1) : 0);
+    if (w.has_waits) series_add(&r->waits, (double)w.waits);
+}
+
+static void idle_report(peer_t *p, idle_res_t *r, json_t *j)
+{
+    series_t us = series_scaled(&r->cpu, 1e6);
+    json_obj(j, p->name);
+    json_series(j, "cpu_s", &r->cpu);
+    json_series(j, "context_switches", &r->csw);
+    json_series(j, "extra_wakeups", &r->extra);
+    if (r->waits.n) json_series(j, "waits", &r->waits);
+    json_end(j, '}');
+    printf("  %-10s cpu %8.1f us  context switches %.0f (1 = the stop timer; worst round %.0f)",
+           p->name, series_median(&us), series_median(&r->csw), series_max(&r->csw));
+    if (r->waits.n) printf("  waits %.0f", series_median(&r->waits));
+    printf("\n");
+    table_series("idle: extra wakeups", p->name, &r->extra, "wakeups", LOWER_IS_BETTER);
+    table_series("idle: CPU (us)", p->name, &us, "us", LOWER_IS_BETTER);
+}
+
 void bench_idle(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 {
-    printf("\n== 5. idle loop (a timer an hour away; %.1f s) ==\n", o->idle_seconds);
+    idle_res_t *res = calloc((size_t)n, sizeof *res);
+    printf("\n== 5. idle loop (a timer an hour away; %d rounds of %.2f s) ==\n", o->rounds,
+           o->idle_seconds);
+    for (int r = 0; r < o->rounds; r++) {
+        round_begin(r, o->rounds);
+        int order[MAX_PEERS], count = round_order(peers, n, peer_has_timers, r, order);
+        for (int k = 0; k < count; k++) {
+            int i = order[k];
+            idle_round(o, peers[i], &res[i]);
+            round_done(peers[i]->name);
+        }
+        round_end();
+    }
     json_obj(j, "idle");
+    json_int(j, "rounds", o->rounds);
     json_num(j, "seconds", o->idle_seconds);
     json_obj(j, "peers");
-    for (int i = 0; i < n; i++) {
-        idle_t w;
-        if (!peers[i]->timer_new) continue;
-        memset(&w, 0, sizeof w);
-        w.p = peers[i];
-        w.seconds = o->idle_seconds;
-        run_in_thread(o->cpu_b, idle_main, &w);
-        json_obj(j, peers[i]->name);
-        json_num(j, "cpu_s", (double)w.cpu / 1e9);
-        json_int(j, "context_switches", w.csw);
-        json_int(j, "extra_wakeups", w.csw > 1 ? w.csw - 1 : 0);
-        if (w.has_waits) json_int(j, "waits", (long long)w.waits);
-        json_end(j, '}');
-        printf("  %-10s cpu %8.1f us  context switches %ld (1 = the stop timer)", peers[i]->name,
-               (double)w.cpu / 1e3, w.csw);
-        if (w.has_waits) printf("  waits %llu", w.waits);
-        printf("\n");
-        table_add("idle: extra wakeups", peers[i]->name, w.csw > 1 ? (double)(w.csw - 1) : 0,
-                  "wakeups", LOWER_IS_BETTER);
-        table_add("idle: CPU (us)", peers[i]->name, (double)w.cpu / 1e3, "us", LOWER_IS_BETTER);
-    }
+    for (int i = 0; i < n; i++)
+        if (peers[i]->timer_new) idle_report(peers[i], &res[i], j);
     json_end(j, '}');
     json_end(j, '}');
+    free(res);
 }

@@ -58,6 +58,8 @@ static struct {
     void (*AddObserver)(CFTypeRef rl, CFTypeRef o, CFTypeRef mode);
     void (*Release)(CFTypeRef);
     CFAbsoluteTime (*Now)(void);
+    void (*PerformBlock)(CFTypeRef rl, CFTypeRef mode, void *block);
+    void *stack_block_isa;      /* _NSConcreteStackBlock, from the blocks runtime CF uses */
     CFTypeRef mode;
 } cf;
 
@@ -127,6 +129,8 @@ static int cf_load(peer_t *self)
     PEER_SYM(self, h, cf.AddObserver, "CFRunLoopAddObserver");
     PEER_SYM(self, h, cf.Release, "CFRelease");
     PEER_SYM(self, h, cf.Now, "CFAbsoluteTimeGetCurrent");
+    PEER_SYM(self, h, cf.PerformBlock, "CFRunLoopPerformBlock");
+    PEER_SYM(self, h, cf.stack_block_isa, "_NSConcreteStackBlock");
     {
         CFTypeRef *mode;
         PEER_SYM(self, h, mode, "kCFRunLoopDefaultMode");
@@ -265,10 +269,35 @@ static int cf_observer_add(void *lp)
     return 0;
 }
 
+/* A block literal as clang lays it out (the blocks ABI): a stack block capturing cb and arg, which
+ * CFRunLoopPerformBlock copies to the heap (Block_copy) as it must for any capturing block. */
+typedef struct { unsigned long reserved, size; } cf_block_desc_t;
+typedef struct cf_block {
+    void *isa;
+    int flags, reserved;
+    void (*invoke)(struct cf_block *self);
+    const cf_block_desc_t *desc;
+    bench_cb cb;        /* the captured variables */
+    void *arg;
+} cf_block_t;
+
+static void cf_block_invoke(cf_block_t *b) { b->cb(b->arg); }
+static const cf_block_desc_t cf_block_desc = { 0, sizeof(cf_block_t) };
+
+/* CF has one call for both PERFORM_PLAIN and the context variant. */
+static void cf_perform_block(void *lp, bench_cb cb, void *arg, unsigned flags)
+{
+    cf_loop_t *l = lp;
+    cf_block_t b = { cf.stack_block_isa, 0, 0, cf_block_invoke, &cf_block_desc, cb, arg };
+    cf.PerformBlock(l->rl, cf.mode, &b);
+    if (flags & PERFORM_WAKE) cf.WakeUp(l->rl);
+}
+
 peer_t peer_cf = {
     .name = "CFRunLoop", .package = "a Swift toolchain (swift.org)", .load = cf_load,
     .loop_new = cf_loop_new, .loop_free = cf_loop_free, .run = cf_run, .stop = cf_stop,
     .pass = cf_pass, .async_new = cf_async_new, .async_send = cf_async_send,
     .async_free = cf_async_free, .timer_new = cf_timer_new, .timer_start = cf_timer_start,
     .timer_stop = cf_timer_stop, .timer_free = cf_timer_free, .observer_add = cf_observer_add,
+    .timers_any_thread = 1, .perform = cf_perform_block,
 };

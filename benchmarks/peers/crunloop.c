@@ -2,6 +2,7 @@
 #include "peer.h"
 #include <crunloop.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -182,6 +183,35 @@ static int cr_counters(void *lp, unsigned long long *writes, unsigned long long 
     return 0;
 }
 
+/* The block's info is the caller's arg and its perform the caller's cb (same signature), so
+ * queueing allocates nothing in the adapter; retain and release stand for a reference count
+ * on the info, the atomic a real caller pays (the Swift layer retains a box). */
+static _Atomic long block_refs;
+
+static const void *block_retain(const void *info)
+{
+    atomic_fetch_add_explicit(&block_refs, 1, memory_order_relaxed);
+    return info;
+}
+
+static void block_release(const void *info)
+{
+    (void)info;
+    atomic_fetch_sub_explicit(&block_refs, 1, memory_order_acq_rel);
+}
+
+static void cr_perform_block(void *lp, bench_cb cb, void *arg, unsigned flags)
+{
+    cr_loop_t *l = lp;
+    if (flags & PERFORM_PLAIN) rl_loop_perform(l->rl, RL_DEFAULT_MODE, cb, arg);
+    else {
+        rl_block_context_t ctx = { .info = arg, .retain = block_retain, .release = block_release,
+                                   .perform = cb };
+        rl_loop_perform_context(l->rl, RL_DEFAULT_MODE, &ctx);
+    }
+    if (flags & PERFORM_WAKE) rl_loop_wakeup(l->rl);
+}
+
 static void cr_set_tolerance(void *lp, double tol) { ((cr_loop_t *)lp)->tolerance = tol; }
 
 peer_t peer_crunloop = {
@@ -191,5 +221,5 @@ peer_t peer_crunloop = {
     .async_free = cr_async_free, .timer_new = cr_timer_new, .timer_start = cr_timer_start,
     .timer_stop = cr_timer_stop, .timer_free = cr_timer_free, .fd_new = cr_fd_new,
     .fd_free = cr_async_free, .observer_add = cr_observer_add, .counters = cr_counters,
-    .set_tolerance = cr_set_tolerance,
+    .set_tolerance = cr_set_tolerance, .timers_any_thread = 1, .perform = cr_perform_block,
 };

@@ -202,4 +202,5 @@ peer_t peer_glib = {
     .pass = gl_pass, .async_new = gl_async_new, .async_send = gl_async_send,
     .async_free = gl_free, .timer_new = gl_timer_new, .timer_start = gl_timer_start,
     .timer_stop = gl_timer_stop, .timer_free = gl_free, .fd_new = gl_fd_new, .fd_free = gl_free,
+    .timers_any_thread = 1,     /* g_source_attach to another thread's context wakes it */
 };

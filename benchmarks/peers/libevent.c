@@ -113,4 +113,5 @@ peer_t peer_libevent = {
     .async_free = lep_free, .timer_new = lep_timer_new, .timer_start = lep_timer_start,
     .timer_stop = lep_timer_stop, .timer_free = lep_free, .fd_new = lep_fd_new,
     .fd_free = lep_free,
+    .timers_any_thread = 1,     /* event_add/event_del lock the base (evthread_use_pthreads) */
 };

@@ -2,7 +2,8 @@
  *
  * A peer is loaded at run time (dlopen); nothing of it is linked at build time. Every loop call
  * below is made on the thread that created the loop (loop_new), except async_send, which is the
- * cross-thread wakeup being measured. Callbacks are plain cb(arg). An operation a peer cannot do
+ * cross-thread wakeup being measured, perform, and the timer calls of a peer whose
+ * timers_any_thread is set. Callbacks are plain cb(arg). An operation a peer cannot do
  * is NULL, and the benchmarks that need it report "n/a" for that peer. */
 #ifndef PEER_H
 #define PEER_H
@@ -21,6 +22,11 @@ static inline void copy_str(char *dst, size_t n, const char *src)
 }
 
 typedef void (*bench_cb)(void *arg);
+
+enum {
+    PERFORM_WAKE = 1,    /* wake the loop after queueing (the block comes from another thread) */
+    PERFORM_PLAIN = 2,   /* CRunLoop: rl_loop_perform(fn, arg) instead of rl_loop_perform_context */
+};
 
 typedef struct peer {
     const char *name;     /* short name used in the table and the JSON */
@@ -54,6 +60,15 @@ typedef struct peer {
     /* Readability of a file descriptor, level-triggered; cb must drain it. */
     void *(*fd_new)(void *loop, int fd, bench_cb cb, void *arg);
     void (*fd_free)(void *fdw);
+
+    /* timer_start, timer_stop and timer_free may be called from any thread while the loop runs
+     * on its own (CRunLoop, CF, GLib's g_source_attach/destroy, libevent with pthread locks). */
+    int timers_any_thread;
+
+    /* Optional: queue cb(arg) to run once on the loop's thread in its next pass, from any thread
+     * (PERFORM_* flags). CRunLoop: rl_loop_perform_context or rl_loop_perform (+ rl_loop_wakeup);
+     * CF: CFRunLoopPerformBlock with a block capturing cb and arg (+ CFRunLoopWakeUp). */
+    void (*perform)(void *loop, bench_cb cb, void *arg, unsigned flags);
 
     /* Optional: add an observer of every activity (CRunLoop, CF). */
     int (*observer_add)(void *loop);
