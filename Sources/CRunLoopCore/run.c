@@ -43,8 +43,11 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
     pthread_mutex_lock(&loop->lock);
     double deadline = rl_timers_wake_date(run->mode);
     if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
-    /* A block queued for this mode must run before the loop sleeps. */
-    bool block = !poll && !rl_blocks_pending(loop, run->mode);
+    /* A block queued for this mode must run before the loop sleeps, and a stop be seen: each
+     * comes with a wakeup, which this pass's start may have cleared (wake.c). Both are set under
+     * the lock. */
+    bool block = !poll && !rl_blocks_pending(loop, run->mode) &&
+                 !atomic_load_explicit(&run->stopped, memory_order_relaxed);
     if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
     /* Arm for the earliest of the mode's timers (within tolerances) and the run's timeout, but
      * only for a wait: a poll finds due timers by their dates, so a loop that polls (a pass per

@@ -29,7 +29,9 @@
  *     the eventfd, whose edge ends the wait; any later one finds PENDING and need not write.
  * The first case needs the pass to look at every kind of work between its store of 0 and its
  * fetch_or: signalled sources and blocks have phases there, and run.c looks at the queued blocks
- * once more, under the lock, when it decides whether to block.
+ * and the stop flag once more, under the lock, when it decides whether to block. (The exit checks
+ * at the end of a pass come too late for a stop made between one pass's end and the next one's
+ * start.)
  * A waker that only loads the state and finds PENDING returns at once: the PENDING it saw was
  * set after the store of 0 (the load reads the latest value), so one of the last two cases
  * already covers it, or it was set before and its load, too, precedes the store of 0 (first
