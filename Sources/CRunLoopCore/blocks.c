@@ -23,12 +23,10 @@ static void push(rl_block_queue *q, rl_block *b) {
 }
 
 /* Take the whole queue; returns its first block. loop locked. */
-static rl_block *take(rl_loop_t *loop, rl_block_queue *q) {
+static rl_block *take(rl_block_queue *q) {
     rl_block *head = q->head;
-    size_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
     q->head = q->tail = NULL;
     atomic_store_explicit(&q->count, 0, memory_order_relaxed);
-    atomic_fetch_sub(&loop->blocks_hint, n);
     return head;
 }
 
@@ -76,8 +74,7 @@ static int queue(rl_loop_t *loop, const char *mode, rl_block *b) {
     }
     if (q) {
         b->seq = ++loop->block_seq;
-        push(q, b);
-        atomic_fetch_add(&loop->blocks_hint, 1);
+        push(q, b); /* its count, stored seq_cst, is what a pass looks at after a wakeup */
     }
     pthread_mutex_unlock(&loop->lock);
     return rc;
@@ -132,13 +129,11 @@ bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
 }
 
 void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
-    rl_mode *mode = run->mode;
-    /* Lock-free first look (a superset: whether the mode is common needs the lock). */
-    if (!atomic_load(&mode->blocks.count) && !atomic_load(&loop->common_blocks.count)) return;
+    rl_mode *mode = run->mode; /* run.c looked first, without the lock (rl_blocks_may_be_pending) */
     pthread_mutex_lock(&loop->lock);
     /* Detach what may run; blocks queued by the callouts below wait for the next turn. */
-    rl_block *own = take(loop, &mode->blocks);
-    rl_block *common = mode->common ? take(loop, &loop->common_blocks) : NULL;
+    rl_block *own = take(&mode->blocks);
+    rl_block *common = mode->common ? take(&loop->common_blocks) : NULL;
     pthread_mutex_unlock(&loop->lock);
     if (!own && !common) return;
     double start = rl_time_now();
@@ -159,9 +154,9 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
 void rl_blocks_drop_all(rl_loop_t *loop) {
     rl_block *lists[2] = {NULL, NULL};
     pthread_mutex_lock(&loop->lock);
-    lists[0] = take(loop, &loop->common_blocks);
+    lists[0] = take(&loop->common_blocks);
     for (size_t i = 0; i < loop->modes.count; i++) {
-        rl_block *b = take(loop, &((rl_mode *)loop->modes.items[i])->blocks);
+        rl_block *b = take(&((rl_mode *)loop->modes.items[i])->blocks);
         while (b) { /* prepend each to one list: order no longer matters, they never run */
             rl_block *next = b->next;
             b->next = lists[1];
@@ -182,7 +177,7 @@ void rl_blocks_free_spares(rl_loop_t *loop) {
     for (rl_block *b; (b = take_spare(loop)) != NULL;) free(b);
 }
 
-static int verify_queue(const rl_block_queue *q, size_t *total, void (*fail)(void *, const char *, long), void *ctx) {
+static int verify_queue(const rl_block_queue *q, void (*fail)(void *, const char *, long), void *ctx) {
     int bad = 0;
     size_t n = 0;
     uint64_t seq = 0;
@@ -193,17 +188,13 @@ static int verify_queue(const rl_block_queue *q, size_t *total, void (*fail)(voi
     }
     if (last != q->tail) bad++, fail(ctx, "block queue tail is not its last block; length", (long)n);
     if (n != atomic_load(&q->count)) bad++, fail(ctx, "block queue count is off by", (long)atomic_load(&q->count) - (long)n);
-    *total += n;
     return bad;
 }
 
 int rl_blocks_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx) {
-    size_t total = 0;
-    int bad = verify_queue(&loop->common_blocks, &total, fail, ctx);
+    int bad = verify_queue(&loop->common_blocks, fail, ctx);
     for (size_t i = 0; i < loop->modes.count; i++)
-        bad += verify_queue(&((rl_mode *)loop->modes.items[i])->blocks, &total, fail, ctx);
-    if (total != atomic_load(&loop->blocks_hint))
-        bad++, fail(ctx, "blocks hint is off by", (long)atomic_load(&loop->blocks_hint) - (long)total);
+        bad += verify_queue(&((rl_mode *)loop->modes.items[i])->blocks, fail, ctx);
     size_t spares = 0;
     for (const rl_block *b = loop->spare_blocks; b && spares <= RL_SPARE_BLOCKS; b = b->next) spares++;
     if (spares != loop->spare_count || spares > RL_SPARE_BLOCKS)

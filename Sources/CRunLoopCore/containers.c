@@ -1,5 +1,6 @@
-/* containers.c - the pointer vector and pointer set of internal.h. */
-#include "internal.h"
+/* containers.c - the pointer vector, the pointer set and the ready vector of containers.h. */
+#include "containers.h"
+#include "alloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -58,11 +59,6 @@ bool rl_ptrvec_contains(const rl_ptrvec *v, const void *item) {
     return false;
 }
 
-static inline size_t slot_of(const void *item, size_t capacity) {
-    uint64_t h = (uint64_t)(uintptr_t)item * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 32) & (capacity - 1);
-}
-
 static int grow(rl_ptrset *s) {
     size_t cap = s->capacity ? s->capacity * 2 : 8;
     void **slots = rl_calloc(cap, sizeof *slots);
@@ -70,7 +66,7 @@ static int grow(rl_ptrset *s) {
     for (size_t i = 0; i < s->capacity; i++) {
         void *item = s->slots[i];
         if (!item) continue;
-        size_t j = slot_of(item, cap);
+        size_t j = rl_ptrset_slot_of(item, cap);
         while (slots[j]) j = (j + 1) & (cap - 1);
         slots[j] = item;
     }
@@ -86,23 +82,16 @@ int rl_ptrset_add(rl_ptrset *s, void *item) {
         int rc = grow(s);
         if (rc) return rc;
     }
-    size_t j = slot_of(item, s->capacity);
+    size_t j = rl_ptrset_slot_of(item, s->capacity);
     while (s->slots[j]) j = (j + 1) & (s->capacity - 1);
     s->slots[j] = item;
     s->count++;
     return 1;
 }
 
-bool rl_ptrset_contains(const rl_ptrset *s, const void *item) {
-    if (!s->capacity) return false;
-    for (size_t j = slot_of(item, s->capacity); s->slots[j]; j = (j + 1) & (s->capacity - 1))
-        if (s->slots[j] == item) return true;
-    return false;
-}
-
 bool rl_ptrset_remove(rl_ptrset *s, void *item) {
     if (!s->capacity) return false;
-    size_t mask = s->capacity - 1, j = slot_of(item, s->capacity);
+    size_t mask = s->capacity - 1, j = rl_ptrset_slot_of(item, s->capacity);
     while (s->slots[j] != item) {
         if (!s->slots[j]) return false;
         j = (j + 1) & mask;
@@ -111,7 +100,7 @@ bool rl_ptrset_remove(rl_ptrset *s, void *item) {
      * never need tombstones. */
     size_t hole = j;
     for (size_t k = (j + 1) & mask; s->slots[k]; k = (k + 1) & mask) {
-        size_t home = slot_of(s->slots[k], s->capacity);
+        size_t home = rl_ptrset_slot_of(s->slots[k], s->capacity);
         bool movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
         if (movable) {
             s->slots[hole] = s->slots[k];
@@ -129,45 +118,79 @@ void rl_ptrset_free(rl_ptrset *s) {
     s->count = s->capacity = 0;
 }
 
-/* Insertion sort: stable, in place, for short runs and as the fallback when scratch is missing. */
-static void insertion_sort(void **items, size_t n, bool (*less)(const void *, const void *)) {
-    for (size_t i = 1; i < n; i++) {
-        void *x = items[i];
+void rl_ready_vec_init(rl_ready_vec *v) {
+    v->items = v->inline_items;
+    v->count = 0;
+    v->capacity = sizeof v->inline_items / sizeof v->inline_items[0];
+}
+
+void rl_ready_vec_free(rl_ready_vec *v) {
+    if (v->items == v->inline_items) {
+        v->count = 0;
+        return;
+    }
+    free(v->items);
+    rl_ready_vec_init(v);
+}
+
+/* Room for at least want items; 0 or -ENOMEM with nothing changed. */
+static int ready_vec_reserve(rl_ready_vec *v, size_t want) {
+    if (!v->items) rl_ready_vec_init(v);
+    if (want <= v->capacity) return 0;
+    size_t cap = v->capacity * 2;
+    while (cap < want) cap *= 2;
+    rl_ready *grown;
+    if (v->items == v->inline_items) {
+        grown = rl_malloc(cap * sizeof *grown);
+        if (grown) memcpy(grown, v->items, v->count * sizeof *grown);
+    } else {
+        grown = rl_realloc(v->items, cap * sizeof *grown);
+    }
+    if (!grown) return -ENOMEM;
+    v->items = grown;
+    v->capacity = cap;
+    return 0;
+}
+
+int rl_ready_vec_grow_and_push(rl_ready_vec *v, rl_ready item) {
+    if (ready_vec_reserve(v, v->count + 1)) return -ENOMEM;
+    v->items[v->count++] = item;
+    return 0;
+}
+
+/* Insertion sort of items [0, n), of which [0, sorted) are in order already: stable, in place;
+ * for short runs, and when there is no room to merge. */
+static void insertion_sort(rl_ready *items, size_t n, size_t sorted) {
+    for (size_t i = sorted > 0 ? sorted : 1; i < n; i++) {
+        rl_ready x = items[i];
         size_t j = i;
-        for (; j > 0 && less(x, items[j - 1]); j--) items[j] = items[j - 1];
+        for (; j > 0 && x.order < items[j - 1].order; j--) items[j] = items[j - 1];
         items[j] = x;
     }
 }
 
-void rl_ptrvec_sort_stable(rl_ptrvec *v, bool (*less)(const void *, const void *), rl_ptrvec *scratch) {
+void rl_ready_vec_sort_rest(rl_ready_vec *v, size_t sorted) {
     size_t n = v->count;
-    if (n < 2) return;
-    /* Already sorted (the usual case: equal orders) costs one look at each. */
-    size_t k = 1;
-    while (k < n && !less(v->items[k], v->items[k - 1])) k++;
-    if (k == n) return;
     enum { RUN = 16 };
-    scratch->count = 0;
-    while (scratch->count < n && rl_ptrvec_push(scratch, NULL) == 0) {}
-    if (scratch->count < n) { /* out of memory: still stable, only slower */
-        insertion_sort(v->items, n, less);
-        scratch->count = 0;
+    if (n <= RUN || ready_vec_reserve(v, 2 * n)) {
+        insertion_sort(v->items, n, sorted);
         return;
     }
-    for (size_t i = 0; i < n; i += RUN) insertion_sort(v->items + i, n - i < RUN ? n - i : RUN, less);
-    void **from = v->items, **to = scratch->items;
+    /* Bottom-up merge sort: sorted runs of RUN, then merges into the room past the items
+     * (taking the left one on ties keeps equal orders in place), back and forth. */
+    for (size_t i = 0; i < n; i += RUN) insertion_sort(v->items + i, n - i < RUN ? n - i : RUN, 1);
+    rl_ready *from = v->items, *to = v->items + n;
     for (size_t width = RUN; width < n; width *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * width) {
             size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
             size_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) to[o++] = less(from[b], from[a]) ? from[b++] : from[a++];
+            while (a < mid && b < hi) to[o++] = from[b].order < from[a].order ? from[b++] : from[a++];
             while (a < mid) to[o++] = from[a++];
             while (b < hi) to[o++] = from[b++];
         }
-        void **t = from;
+        rl_ready *t = from;
         from = to;
         to = t;
     }
     if (from != v->items) memcpy(v->items, from, n * sizeof *from);
-    scratch->count = 0;
 }

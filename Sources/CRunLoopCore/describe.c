@@ -94,11 +94,12 @@ char *rl_loop_copy_description(rl_loop_t *loop) {
     }
     put(&o, "\n  common items: %zu source(s), %zu timer(s), %zu observer(s)\n", loop->common_sources.count,
         loop->common_timers.count, loop->common_observers.count);
-    size_t deferred = 0;
+    size_t deferred = 0, queued = atomic_load(&loop->common_blocks.count);
     for (const rl_link *l = loop->deferred; l; l = l->next) deferred++;
+    for (size_t i = 0; i < loop->modes.count; i++) queued += atomic_load(&((rl_mode *)loop->modes.items[i])->blocks.count);
     put(&o, "  queued blocks: %zu (%zu for the common modes), signalled sources waiting for their mode: "
             "%zu%s, timerfd armed at %.6f\n",
-        atomic_load(&loop->blocks_hint), atomic_load(&loop->common_blocks.count), deferred,
+        queued, atomic_load(&loop->common_blocks.count), deferred,
         atomic_load(&loop->signalled) ? " (more just signalled)" : "", loop->wait.armed);
     for (size_t i = 0; i < loop->modes.count; i++) describe_mode(&o, loop, loop->modes.items[i], now);
     put(&o, "  counters: passes %llu, waits %llu, wakeups %llu, wakeup writes %llu, timers fired %llu, "

@@ -26,7 +26,14 @@
  * call now and then, never per event), and the probe finds the file gone.
  *
  * Stale is a bit in the stored pointer (sources are 64-byte aligned), so marking never allocates.
- * All functions: loop locked.
+ *
+ * Dispatch. After a wait, rl_fd_table_dispatch takes the running mode's sources of each ready fd
+ * (retained, with their events) under the lock, sorts them by order, and calls them out unlocked.
+ * A callout may change what a later one finds: each is called only if it is still valid, still
+ * wants one of its events, and (when any source left a mode of the loop meanwhile, which a count
+ * of removals tells) is still in the mode. A ready fd that no source of the mode wants is parked.
+ *
+ * All functions but rl_fd_table_dispatch: loop locked.
  */
 #include "internal.h"
 
@@ -38,6 +45,8 @@
 
 static rl_source_t *source_of(void *entry) { return (rl_source_t *)((uintptr_t)entry & ~STALE); }
 static bool is_stale(void *entry) { return (uintptr_t)entry & STALE; }
+/* Whether the set holds a registration for the file now at the watch's fd. */
+static bool in_set(const rl_fd_watch *w) { return w->gen != 0; }
 
 static rl_fd_watch *watch_for(rl_loop_t *loop, int fd, bool create) {
     rl_fd_table *t = &loop->fds;
@@ -89,8 +98,8 @@ static void forget_file(rl_loop_t *loop, rl_fd_watch *w, int fd) {
         *e = (void *)((uintptr_t)*e | STALE);
     }
     unpark_one(loop, w, fd);
-    if (w->in_set) loop->fds.in_set--;
-    w->in_set = false;
+    if (in_set(w)) loop->fds.in_set--;
+    w->gen = 0;
     w->registered = 0;
 }
 
@@ -117,7 +126,6 @@ static int register_fd(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events)
     if (rc) return rc;
     w->gen = gen;
     w->registered = events;
-    w->in_set = true;
     loop->fds.in_set++;
     return 0;
 }
@@ -127,10 +135,10 @@ static int refresh(rl_loop_t *loop, rl_fd_watch *w, int fd) {
     size_t live;
     unsigned events = live_interest(w, &live);
     unpark_one(loop, w, fd);
-    if (!w->in_set) return 0;
+    if (!in_set(w)) return 0;
     if (live == 0) {
         rl_wait_unwatch(&loop->wait, fd);
-        w->in_set = false;
+        w->gen = 0;
         w->registered = 0;
         loop->fds.in_set--;
         return 0;
@@ -154,7 +162,7 @@ int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
     }
     unsigned events = atomic_load_explicit(&source->events, memory_order_relaxed);
     int rc = 0;
-    if (w->in_set) {
+    if (in_set(w)) {
         /* Is the file at fd still the one registered? A MOD finds out (and widens the interest). */
         size_t live;
         unsigned want = live_interest(w, &live) | events;
@@ -166,7 +174,7 @@ int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source) {
             forget_file(loop, w, fd);
         }
     }
-    if (!w->in_set) rc = register_fd(loop, w, fd, events);
+    if (!in_set(w)) rc = register_fd(loop, w, fd, events);
     if (rc) return rc;
     if (!w->first) w->first = source;
     else w->more->items[w->more->count++] = source;
@@ -183,10 +191,14 @@ void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source) {
         if (source_of(*e) != source) continue;
         found = true;
         was_live = !is_stale(*e);
-        void *last = *entry_at(w, n - 1);
-        *e = last; /* order among the sources of one fd does not matter: callouts are sorted */
-        if (n == 1) w->first = NULL;
-        else w->more->count--;
+        /* The others keep their order (the order they were added): ties in order are called in
+         * it. */
+        if (n == 1) {
+            w->first = NULL;
+        } else {
+            if (i == 0) w->first = w->more->items[0];
+            rl_ptrvec_remove_at(w->more, i == 0 ? 0 : i - 1);
+        }
     }
     if (w->more && !w->more->count) {
         rl_ptrvec_free(w->more);
@@ -226,45 +238,47 @@ static bool repeated_stale(rl_fd_table *t, uint64_t tag) {
     return repeated;
 }
 
-static void collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, rl_ptrvec *out,
-                    rl_ptrvec *out_events, bool *rebuild) {
-    rl_fd_watch *w = watch_for(loop, event->fd, false);
-    if (!w || !w->in_set || w->gen != event->gen) {
-        *rebuild |= repeated_stale(&loop->fds, ((uint64_t)event->gen << 32) | (uint32_t)event->fd);
+/* Take the sources of the running mode that event is for into out (retained, each with the
+ * events it asked for that came); park the fd when none wants them. loop locked. */
+static void take(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, rl_ready_vec *out, bool *rebuild) {
+    rl_fd_table *t = &loop->fds;
+    rl_fd_watch *w = (size_t)event->fd < t->size ? &t->watches[event->fd] : NULL;
+    if (!w || w->gen != event->gen) { /* (a registered fd never has generation 0) */
+        *rebuild |= repeated_stale(t, ((uint64_t)event->gen << 32) | (uint32_t)event->fd);
         return;
     }
     /* Ready on many waits in a row: is the file at the number still the one registered? */
-    if (w->last_wait + 1 != loop->fds.waits) w->streak = 0;
+    if (w->last_wait + 1 != t->waits) w->streak = 0;
     else if (w->streak < UINT16_MAX && ++w->streak >= 4 && !(w->streak & (w->streak - 1)) &&
              modify(loop, w, event->fd, w->registered, true) == -EBADF)
         return; /* its sources are stale now; the kernel's registration, if kept, repeats */
-    w->last_wait = loop->fds.waits;
+    w->last_wait = t->waits;
     bool taken = false, mode_has_source = false;
     unsigned mode_interest = 0;
-    size_t n = entry_count(w);
-    for (size_t i = 0; i < n; i++) {
-        void *e = *entry_at(w, i);
+    /* Registered means a live source, so first is set; more is rare. */
+    size_t more = w->more ? w->more->count : 0;
+    void *e = w->first;
+    for (size_t i = 0;; e = w->more->items[i++]) {
         rl_source_t *s = source_of(e);
-        if (is_stale(e) || !atomic_load(&s->valid) || !rl_ptrset_contains(&mode->sources, s)) continue;
-        unsigned interest = atomic_load_explicit(&s->events, memory_order_relaxed);
-        mode_has_source = true;
-        mode_interest |= interest;
-        unsigned ev = event->events & (interest | RL_FD_ERROR);
-        if (!ev) continue;
-        if (rl_ptrvec_push(out, s)) continue; /* out of memory: level-triggered, it comes again */
-        if (rl_ptrvec_push(out_events, (void *)(uintptr_t)ev)) {
-            out->count--;
-            continue;
+        if (!is_stale(e) && atomic_load(&s->valid) && rl_ptrset_contains(&mode->sources, s)) {
+            unsigned interest = atomic_load_explicit(&s->events, memory_order_relaxed);
+            mode_has_source = true;
+            mode_interest |= interest;
+            unsigned ev = event->events & (interest | RL_FD_ERROR);
+            /* Out of memory: left, level-triggered, for the next wait. */
+            if (ev && rl_ready_vec_push(out, s, s->order, ev) == 0) {
+                rl_object_retain(&s->obj);
+                taken = true;
+            }
         }
-        rl_retain(s);
-        taken = true;
+        if (i == more) break;
     }
     if (taken || w->parked) return;
     /* Nobody in this mode wants what is ready: narrow until the mode changes. */
-    if (rl_ptrvec_push(&loop->fds.parked, (void *)(uintptr_t)event->fd)) return;
+    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)event->fd)) return;
     unsigned narrowed = mode_has_source ? mode_interest : 0;
-    if (modify(loop, w, event->fd, narrowed, narrowed == 0) == 0 && w->in_set) w->parked = true;
-    else rl_ptrvec_remove(&loop->fds.parked, (void *)(uintptr_t)event->fd);
+    if (modify(loop, w, event->fd, narrowed, narrowed == 0) == 0 && in_set(w)) w->parked = true;
+    else rl_ptrvec_remove(&t->parked, (void *)(uintptr_t)event->fd);
 }
 
 /* Register every watched fd in a new epoll set (rl_wait_renew made it). */
@@ -272,25 +286,66 @@ static void register_all(rl_loop_t *loop) {
     rl_fd_table *t = &loop->fds;
     for (size_t fd = 0; fd < t->size; fd++) {
         rl_fd_watch *w = &t->watches[fd];
-        if (!w->in_set) continue;
+        if (!in_set(w)) continue;
         if (rl_wait_watch(&loop->wait, (int)fd, w->registered, w->gen, true)) forget_file(loop, w, (int)fd);
     }
 }
 
-void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
-                         rl_ptrvec *out, rl_ptrvec *out_events) {
+/* Take the sources the events are for (the loop locked meanwhile). Returns the count of
+ * source_removals at that time. */
+static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
+                                   rl_ready_vec *out) {
     rl_fd_table *t = &loop->fds;
     bool rebuild = false;
+    pthread_mutex_lock(&loop->lock);
+    unsigned long long removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
     t->stale_now = 0;
     t->waits++;
-    for (int i = 0; i < n; i++)
-        if (events[i].fd >= 0) collect(loop, mode, &events[i], out, out_events, &rebuild);
+    for (int i = 0; i < n; i++) take(loop, mode, &events[i], out, &rebuild);
     memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);
     t->stale_before = t->stale_now;
     if (rebuild && rl_wait_renew(&loop->wait, false) == 0) {
         register_all(loop);
         t->stale_before = 0;
     }
+    pthread_mutex_unlock(&loop->lock);
+    return removals;
+}
+
+bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n) {
+    rl_ready_vec *ready = &run->sources;
+    ready->count = 0;
+    unsigned long long removals = take_all(loop, run->mode, events, n, ready);
+    if (!ready->count) return false;
+    rl_ready_vec_sort(ready);
+    /* Nothing but this function touches the vector until it returns (a nested run has its own). */
+    const rl_ready *items = ready->items;
+    size_t count = ready->count, i = 0;
+    bool handled = false, once = run->stop_after_handle;
+    double start = rl_time_now();
+    for (; i < count; i++) {
+        if (handled && once) break;
+        rl_source_t *s = items[i].source;
+        /* An earlier callout may have narrowed its interest, invalidated it or removed it. */
+        unsigned ev = items[i].events & (atomic_load_explicit(&s->events, memory_order_relaxed) | RL_FD_ERROR);
+        bool go = ev && atomic_load(&s->valid);
+        if (go && atomic_load_explicit(&loop->source_removals, memory_order_relaxed) != removals) {
+            /* A source left a mode since they were taken: is this one still in the mode? */
+            pthread_mutex_lock(&loop->lock);
+            go = rl_ptrset_contains(&run->mode->sources, s);
+            pthread_mutex_unlock(&loop->lock);
+        }
+        if (go) {
+            __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
+            RL_COUNT(loop, sources_performed, 1);
+            handled = true;
+        }
+        rl_object_release(&s->obj);
+    }
+    for (; i < count; i++) rl_object_release(&items[i].source->obj); /* level-triggered: they come again */
+    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    ready->count = 0;
+    return handled;
 }
 
 int rl_fd_table_renew(rl_loop_t *loop) {
@@ -322,7 +377,7 @@ void rl_fd_table_free(rl_loop_t *loop) {
 int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx) {
     rl_fd_table *t = &loop->fds;
     int bad = 0;
-    size_t in_set = 0;
+    size_t registered_fds = 0;
 #define FD_CHECK(cond, what, a) do { if (!(cond)) { bad++; fail(ctx, what, (long)(a)); } } while (0)
     for (size_t fd = 0; fd < t->size; fd++) {
         rl_fd_watch *w = &t->watches[fd];
@@ -330,18 +385,18 @@ int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what
         unsigned interest = live_interest(w, &live);
         FD_CHECK(w->first || !w->more || !w->more->count, "fd watch has sources in more but none first, fd", fd);
         FD_CHECK(!w->more || w->more->count, "fd watch keeps an empty list, fd", fd);
-        FD_CHECK(w->in_set == (live > 0), "fd registered without live sources (or not with), fd", fd);
-        FD_CHECK(!w->parked || w->in_set, "parked fd not registered, fd", fd);
+        FD_CHECK(in_set(w) == (live > 0), "fd registered without live sources (or not with), fd", fd);
+        FD_CHECK(!w->parked || in_set(w), "parked fd not registered, fd", fd);
         FD_CHECK(w->parked == rl_ptrvec_contains(&t->parked, (void *)(uintptr_t)fd), "parked flag and list disagree, fd", fd);
-        FD_CHECK(!w->in_set || w->parked || w->registered == interest, "registration is not the union of interests, fd", fd);
+        FD_CHECK(!in_set(w) || w->parked || w->registered == interest, "registration is not the union of interests, fd", fd);
         for (size_t i = 0; i < n; i++) {
             rl_source_t *s = source_of(*entry_at(w, i));
             FD_CHECK(s && s->version == 1 && s->fd == (int)fd, "fd watch holds a source of another fd, fd", fd);
             FD_CHECK(s && rl_loop_holds_source(loop, s), "fd watch holds a source the loop does not hold, fd", fd);
         }
-        in_set += w->in_set;
+        registered_fds += in_set(w);
     }
-    FD_CHECK(in_set == t->in_set, "count of registered fds is off by", (long)t->in_set - (long)in_set);
+    FD_CHECK(registered_fds == t->in_set, "count of registered fds is off by", (long)t->in_set - (long)registered_fds);
 #undef FD_CHECK
     return bad;
 }

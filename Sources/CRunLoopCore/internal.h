@@ -14,7 +14,7 @@
  *                   find and lock an item's loop use rl_owner_lock().
  *   rl_loops_lock   (global, locks.c) guards the registry of live loops; taken only when a loop
  *                   is created or destroyed, and by fork.
- *   Atomics         wake state, signalled/valid flags, fire dates as read by getters, counters.
+ *   Atomics         wake state, signalled/valid/dead flags, fire dates as read by getters, counters.
  * fork() takes every one of these locks first (locks.c), so the child finds none held.
  */
 #ifndef RL_INTERNAL_H
@@ -22,13 +22,16 @@
 
 #include "crunloop.h"
 #include "alloc.h"
+#include "containers.h"
 #include "timer_heap.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
+#ifndef RL_HIDDEN
 #define RL_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 /* ---- Objects ---- */
 
@@ -41,44 +44,20 @@ typedef struct rl_object {
 } rl_object;
 
 RL_HIDDEN void rl_object_init(rl_object *object, int type);
+/* The end of rl_release once the count is read (before is the count before it): the object is
+ * destroyed, or the process aborted if no reference was left. */
+RL_HIDDEN void rl_object_last_release(rl_object *object, long before);
 
-/* ---- Small containers (containers.c) ---- */
-
-/* A growable array of pointers with room for a few inline, so short lists never allocate. */
-typedef struct {
-    void **items;
-    size_t count, capacity;
-    void *inline_items[16];
-} rl_ptrvec;
-
-RL_HIDDEN void rl_ptrvec_init(rl_ptrvec *v);
-RL_HIDDEN void rl_ptrvec_free(rl_ptrvec *v);
-RL_HIDDEN int rl_ptrvec_grow_and_push(rl_ptrvec *v, void *item);
-static inline int rl_ptrvec_push(rl_ptrvec *v, void *item) {
-    if (v->items && v->count < v->capacity) { /* the hot case, inline */
-        v->items[v->count++] = item;
-        return 0;
-    }
-    return rl_ptrvec_grow_and_push(v, item);
+/* The core's own retain and release of an object it holds: no NULL or type check (it knows what
+ * it holds), and only a release that may be the last leaves the inline path. */
+static inline void rl_object_retain(rl_object *object) {
+    atomic_fetch_add_explicit(&object->refs, 1, memory_order_relaxed);
 }
-RL_HIDDEN void rl_ptrvec_remove_at(rl_ptrvec *v, size_t index); /* keeps order */
-RL_HIDDEN void rl_ptrvec_remove(rl_ptrvec *v, void *item);      /* first occurrence */
-RL_HIDDEN bool rl_ptrvec_contains(const rl_ptrvec *v, const void *item);
-/* Sort stably by less, using scratch (grown to v's size) for a merge sort; if scratch cannot
- * grow, an insertion sort: slower, never wrong. */
-RL_HIDDEN void rl_ptrvec_sort_stable(rl_ptrvec *v, bool (*less)(const void *, const void *), rl_ptrvec *scratch);
-
-/* A set of pointers: open addressing, linear probing, deletion by backward shift. */
-typedef struct {
-    void **slots;
-    size_t count, capacity; /* capacity is 0 or a power of two */
-} rl_ptrset;
-
-RL_HIDDEN int rl_ptrset_add(rl_ptrset *s, void *item); /* 1 added, 0 present, -ENOMEM */
-RL_HIDDEN bool rl_ptrset_remove(rl_ptrset *s, void *item);
-RL_HIDDEN bool rl_ptrset_contains(const rl_ptrset *s, const void *item);
-RL_HIDDEN void rl_ptrset_free(rl_ptrset *s);
-/* Iterate: for (size_t i = 0; i < s->capacity; i++) if (s->slots[i]) ... */
+static inline void rl_object_release(rl_object *object) {
+    long before = atomic_fetch_sub_explicit(&object->refs, 1, memory_order_acq_rel);
+    if (before > 1) return;
+    rl_object_last_release(object, before);
+}
 
 /* ---- Modes (mode.c) ---- */
 
@@ -134,7 +113,6 @@ enum { RL_LINK_QUEUED = 1u, RL_LINK_DEAD = 2u };
 typedef struct rl_link {
     rl_source_t *source;
     rl_loop_t *loop;
-    uint32_t fd_gen;      /* version 1: the fd registration this source was attached under */
     atomic_uint state;
     struct rl_link *next; /* in the loop's signalled stack, then in its deferred list */
 } rl_link;
@@ -205,12 +183,12 @@ struct rl_observer {
 
 /* ---- Waiting (wait_epoll.c: the only file that knows epoll, timerfd and eventfd) ---- */
 
-enum { RL_WAIT_WAKEUP = -2, RL_WAIT_TIMER = -3 };
 /* Events taken from one epoll_wait: enough that a busy server's ready fds fit in one pass. */
 enum { RL_WAIT_MAX_EVENTS = 256 };
 
+/* One ready fd, as a wait reports it. */
 typedef struct {
-    int fd;          /* an fd, or RL_WAIT_WAKEUP / RL_WAIT_TIMER */
+    int fd;
     uint32_t gen;    /* the registration's generation */
     unsigned events; /* RL_FD_* */
 } rl_wait_event;
@@ -239,8 +217,10 @@ RL_HIDDEN int rl_wait_renew(rl_wait *w, bool all);
 RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
 /* Arm the timerfd at an absolute rl_time_now() date (INFINITY disarms), if it differs. */
 RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
-/* Wait for events (block: until one comes; else just poll). Returns how many were stored. */
-RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max);
+/* Wait for events (block: until one comes; else just poll). Stores the ready fds in events and
+ * returns how many; *woken says whether a posted wakeup was among what came back (the timerfd's
+ * expiry is not reported: due timers are found by their dates). */
+RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken);
 /* Post a wakeup (any thread). */
 RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
 
@@ -253,10 +233,9 @@ typedef struct {
     void *first;         /* a source of this loop on this fd, or NULL */
     rl_ptrvec *more;     /* further sources on the same fd (rare: a reader and a writer), or NULL */
     unsigned registered; /* RL_FD_* the epoll set watches now (0: edge-triggered, errors only) */
-    uint32_t gen;
+    uint32_t gen;        /* of the set's registration for the file now at fd; 0: none */
     uint32_t last_wait;  /* the table's wait count when the fd was last reported */
     uint16_t streak;     /* how many waits in a row reported it (saturates) */
-    bool in_set;         /* the set holds a registration for the file now at fd */
     bool parked;         /* narrowed to the current mode's interest */
 } rl_fd_watch;
 
@@ -281,19 +260,42 @@ RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
 /* After the source's interest changed: -EBADF when its fd was closed while registered. */
 RL_HIDDEN int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source);
 RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
-/* The sources a wait's events are for, appended to out (retained) with their events in
- * out_events; drops stale events, and rebuilds the epoll set when one keeps coming. */
-RL_HIDDEN void rl_fd_table_collect(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
-                                   rl_ptrvec *out, rl_ptrvec *out_events);
+struct rl_run_frame;
+/* Call out to the sources of the running mode that a wait's events are for, in ascending order
+ * (ties: in the order the wait reported their fds, and sources of one fd in the order added),
+ * each with the events it asked for that came. Drops events of stale registrations, and rebuilds
+ * the epoll set when one keeps coming. Returns whether a source was called. n > 0; takes the
+ * lock. */
+RL_HIDDEN bool rl_fd_table_dispatch(rl_loop_t *loop, struct rl_run_frame *run, const rl_wait_event *events, int n);
 RL_HIDDEN void rl_fd_table_unpark(rl_loop_t *loop);
 /* After fork, in the child: new kernel objects, every fd registered again. */
 RL_HIDDEN int rl_fd_table_renew(rl_loop_t *loop);
 RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
 RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx);
 
-/* ---- Loops (loop.c, run.c, blocks.c) ---- */
+/* ---- Wake protocol (wake.c): how a loop goes to sleep and how other threads wake it ---- */
 
+/* Bits of loop->wake_state. */
 enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
+
+/* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
+RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
+/* Just before a blocking wait. After a busy pass, look for a wakeup for a moment first; then
+ * claim to sleep. False when a wakeup has been posted since the pass began: do not block. */
+RL_HIDDEN bool rl_wake_try_sleep(rl_loop_t *loop);
+/* After the wait that rl_wake_try_sleep allowed. */
+RL_HIDDEN void rl_wake_end_sleep(rl_loop_t *loop);
+/* A pass ends; busy: it performed signalled sources, whose producers tend to signal again soon. */
+RL_HIDDEN void rl_wake_end_pass(rl_loop_t *loop, bool busy);
+/* Wake loop if it sleeps or is about to (any thread; after queueing the work the wakeup is for). */
+RL_HIDDEN void rl_wake_post(rl_loop_t *loop);
+/* With loop->dead set: return once no waker is writing to the eventfd; none will from then on,
+ * so the eventfd may be closed. */
+RL_HIDDEN void rl_wake_quiesce(rl_loop_t *loop);
+/* In the child of fork, which has no other thread: nobody sleeps in the loop or writes to it. */
+RL_HIDDEN void rl_wake_after_fork(rl_loop_t *loop);
+
+/* ---- Loops (loop.c, run.c, blocks.c) ---- */
 
 /* One rl_run_in_mode() invocation; lives on its caller's stack. */
 typedef struct rl_run_frame {
@@ -301,13 +303,14 @@ typedef struct rl_run_frame {
     double deadline;      /* 0: poll; INFINITY: none */
     bool stop_after_handle;
     bool retry;           /* something ready could not be taken (out of memory): do not sleep */
-    bool performing_sources; /* ready holds the version-0 sources of the pass under way */
-    size_t ready_next;       /* while performing: ready[ready_next..] are still held, unperformed */
     atomic_bool stopped;  /* set under loop->lock (which finds the frame), read without */
+    /* While the pass performs version-0 sources, sources.items[unperformed..] are still held and
+     * not performed yet; 0 otherwise. */
+    size_t unperformed;
     struct rl_run_frame *outer;
-    rl_ptrvec ready;        /* timers or sources detached for callouts in the current phase */
-    rl_ptrvec ready_events; /* the events of each fd source in ready; scratch for sorting */
-    rl_ptrvec notify;       /* observers detached for the current activity */
+    rl_ptrvec ready;      /* due timers detached for their callouts */
+    rl_ready_vec sources; /* sources taken for callouts: the signalled ones, then the ready fd ones */
+    rl_ptrvec notify;     /* observers detached for the current activity */
 } rl_run_frame;
 
 typedef struct {
@@ -318,8 +321,9 @@ typedef struct {
 struct rl_loop {
     rl_object obj;
     pthread_mutex_t lock;
-    bool dead;                   /* its thread exited (or is not in this process after fork): the
-                                    loop takes no more items and holds no kernel object */
+    /* Its thread exited (or is not in this process after fork): the loop takes no more items and,
+     * once closed, holds no kernel object. Written under the lock; wakers read it without. */
+    atomic_bool dead;
     rl_ptrvec modes;             /* rl_mode* */
     rl_mode *default_mode;
     rl_ptrset common_sources, common_timers, common_observers;
@@ -338,18 +342,10 @@ struct rl_loop {
     atomic_ullong source_removals;
     /* What other threads write to signal or wake the loop, on one cache line of its own, so a
      * signal and its wakeup move one line between cores, and loop-only writes never evict it. */
-    _Alignas(64) atomic_uint wake_state;
+    _Alignas(64) atomic_uint wake_state; /* RL_WAKE_* (wake.c) */
+    atomic_uint wake_writers;     /* wakers writing to the eventfd (wake.c) */
     _Atomic(rl_link *) signalled; /* stack of links pushed by rl_source_signal */
-    /* The number of queued blocks, written under the lock and read without it, so that a pass
-     * with nothing queued takes no lock for them. Writers store it (seq_cst) before they wake the
-     * loop, and a pass reads it after it clears the wake state, so a block is never missed. */
-    atomic_size_t blocks_hint;
-    /* Wakers between deciding to write the eventfd and having written it; teardown sets closed,
-     * then waits for none, then closes the eventfd (seq_cst both sides: either the waker sees
-     * closed, or teardown sees the waker). */
-    atomic_uint wake_writers;
-    atomic_bool closed;
-    _Alignas(64) bool was_busy;  /* the last pass performed a signalled source (loop thread only) */
+    _Alignas(64) bool wake_spin;  /* the last pass was busy: spin before sleeping (wake.c; loop thread) */
     rl_counters counters;
 };
 
@@ -399,6 +395,13 @@ RL_HIDDEN void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run);
 /* Whether a block is queued for mode (or for the common modes, when mode is common): O(1).
  * Lock-free (the counts are atomic); exact under the loop lock. */
 RL_HIDDEN bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode);
+/* A first look without the lock, from the loop's thread: may be true with nothing to run for mode
+ * (blocks for the common modes when mode is not common), never false with something. The queues'
+ * counts are stored (seq_cst) before a waker posts, and a pass reads them after it begins: a block
+ * queued before a wakeup is never missed. */
+static inline bool rl_blocks_may_be_pending(rl_loop_t *loop, rl_mode *mode) {
+    return atomic_load(&mode->blocks.count) || atomic_load(&loop->common_blocks.count);
+}
 /* Detach every queued block of loop (teardown) and free them without running them. */
 RL_HIDDEN void rl_blocks_drop_all(rl_loop_t *loop);
 /* Free the spare blocks (the loop's destruction). */

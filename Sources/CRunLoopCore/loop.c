@@ -1,6 +1,6 @@
 /*
  * loop.c - loops as objects: one per thread, created on first use and torn down at thread exit;
- * the main thread's loop; the thread-safe controls (stop, wakeup, perform); counters.
+ * the main thread's loop; item ownership; stop; counters. (Waking a loop is wake.c's.)
  */
 #include "internal.h"
 
@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <unistd.h>
 
 _Thread_local rl_loop_t *rl_tls_loop;
@@ -200,28 +199,7 @@ void rl_loop_stop(rl_loop_t *loop) {
     bool running = loop->run != NULL;
     if (running) atomic_store(&loop->run->stopped, true);
     pthread_mutex_unlock(&loop->lock);
-    if (running) rl_loop_wakeup(loop);
-}
-
-void rl_loop_wakeup(rl_loop_t *loop) {
-    if (!loop) return;
-    /* A wakeup already on its way covers this one: a load (a plain mov on x86, seq_cst so it is
-     * ordered after the caller's queueing), no write to a shared cache line. */
-    if (atomic_load(&loop->wake_state) & RL_WAKE_PENDING) return;
-    unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_PENDING);
-    if ((old & (RL_WAKE_PENDING | RL_WAKE_SLEEPING)) != RL_WAKE_SLEEPING) return;
-    /* The loop sleeps and this waker must write. A loop whose thread is exiting closes its
-     * eventfd at teardown: announce the write, then look (rl_loop_close does the mirror). */
-    atomic_fetch_add(&loop->wake_writers, 1);
-    if (!atomic_load(&loop->closed)) {
-        rl_wait_post_wakeup(&loop->wait);
-        atomic_fetch_add_explicit(&loop->counters.wakeup_writes, 1, memory_order_relaxed);
-    }
-    atomic_fetch_sub(&loop->wake_writers, 1);
-}
-
-bool rl_loop_is_waiting(rl_loop_t *loop) {
-    return loop && (atomic_load(&loop->wake_state) & RL_WAKE_SLEEPING);
+    if (running) rl_wake_post(loop);
 }
 
 double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
@@ -296,16 +274,15 @@ void rl_loop_teardown(rl_loop_t *loop) {
 
 void rl_loop_close(rl_loop_t *loop) {
     loop->dead = true;
-    atomic_store(&loop->closed, true);
-    while (atomic_load(&loop->wake_writers)) sched_yield(); /* a write(2) in progress */
+    rl_wake_quiesce(loop); /* no waker writes to the eventfd from here on */
     rl_wait_destroy(&loop->wait);
     rl_fd_table_free(loop); /* the registrations went with the epoll set */
 }
 
 void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
+    rl_wake_after_fork(loop);
     if (survives && !loop->dead) {
         /* This thread's loop: its own kernel objects from now on, its fds registered again. */
-        atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING);
         if (rl_fd_table_renew(loop) == 0) return;
         /* No fd or memory for them: the thread gets a new loop at its next call instead (its
          * reference to this one is left, since releasing could call out from a fork handler). */
@@ -316,7 +293,6 @@ void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
      * again): dead, and nothing of it may reach the parent's kernel objects. Its frames are on a
      * stack no thread runs. */
     loop->run = NULL;
-    atomic_store(&loop->wake_writers, 0);
     rl_loop_close(loop);
 }
 

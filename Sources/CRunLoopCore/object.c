@@ -48,14 +48,18 @@ void rl_release(void *object) {
      * does not model stand-alone fences. */
     long before = atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel);
     if (before > 1) return;
+    rl_object_last_release(o, before);
+}
+
+void rl_object_last_release(rl_object *o, long before) {
     if (before < 1) {
-        fprintf(stderr, "crunloop: rl_release of %p, whose references are all gone\n", object);
+        fprintf(stderr, "crunloop: rl_release of %p, whose references are all gone\n", (void *)o);
         abort();
     }
     switch (o->type) {
-    case RL_TYPE_LOOP: rl_loop_destroy(object); break;
-    case RL_TYPE_SOURCE: rl_source_destroy(object); break;
-    case RL_TYPE_TIMER: rl_timer_destroy(object); break;
-    case RL_TYPE_OBSERVER: rl_observer_destroy(object); break;
+    case RL_TYPE_LOOP: rl_loop_destroy((rl_loop_t *)o); break;
+    case RL_TYPE_SOURCE: rl_source_destroy((rl_source_t *)o); break;
+    case RL_TYPE_TIMER: rl_timer_destroy((rl_timer_t *)o); break;
+    case RL_TYPE_OBSERVER: rl_observer_destroy((rl_observer_t *)o); break;
     }
 }

@@ -1,7 +1,9 @@
 /*
- * run.c - rl_run_in_mode: CFRunLoop's pass, phase by phase. Each phase detaches what it will
- * call (retaining it) with the loop locked, then calls out with nothing locked, so callouts may
- * add, remove, invalidate or rearm anything, themselves included, and may run the loop again.
+ * run.c - rl_run_in_mode: CFRunLoop's pass, phase by phase, and the run's exit checks. Each
+ * phase (observers, blocks, signalled sources, timers, fd sources: each in its own file) detaches
+ * what it will call (retaining it) with the loop locked, then calls out with nothing locked, so
+ * callouts may add, remove, invalidate or rearm anything, themselves included, and may run the
+ * loop again. How the loop sleeps and is woken is wake.c's.
  */
 #include "internal.h"
 
@@ -11,26 +13,15 @@
 /* Longer than this is "no timeout" (CF's limit, about 16 years). */
 #define RL_TIMEOUT_LIMIT 504911232.0
 #define RL_WAIT_BATCH RL_WAIT_MAX_EVENTS
-/* How long a loop that was just busy looks for more work before it sleeps: well under the cost
- * of a sleep and a wakeup (about 20-40 us on a VM), well over a producer's cross-core signal. */
-#define RL_SPIN_BEFORE_SLEEP 5e-6
 
-static inline void rl_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Observer and block phases with nothing to do cost a load each, not a call. */
+/* Observer and block phases with nothing to do cost a load or two each, not a call. */
 static inline void notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) {
     if (atomic_load_explicit(&run->mode->observer_mask, memory_order_relaxed) & activity)
         rl_observers_notify(loop, run, activity);
 }
 
 static inline void blocks(rl_loop_t *loop, rl_run_frame *run) {
-    if (atomic_load(&loop->blocks_hint)) rl_blocks_run(loop, run);
+    if (rl_blocks_may_be_pending(loop, run->mode)) rl_blocks_run(loop, run);
 }
 
 static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
@@ -39,7 +30,7 @@ static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
     rl_fd_table_unpark(loop);
     pthread_mutex_unlock(&loop->lock);
     rl_ptrvec_free(&run->ready);
-    rl_ptrvec_free(&run->ready_events);
+    rl_ready_vec_free(&run->sources);
     rl_ptrvec_free(&run->notify);
 }
 
@@ -47,13 +38,16 @@ static bool stop_requested(rl_run_frame *run) {
     return atomic_load_explicit(&run->stopped, memory_order_relaxed) && atomic_exchange(&run->stopped, false);
 }
 
-/* Block in epoll_wait, or just poll; store what came back in events. Returns how many. */
+/* Block in epoll_wait, or just poll; store the ready fds in events. Returns how many. */
 static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wait_event *events) {
     pthread_mutex_lock(&loop->lock);
     double deadline = rl_timers_wake_date(run->mode);
     if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
-    /* A block queued for this mode must run before the loop sleeps. */
-    bool block = !poll && !rl_blocks_pending(loop, run->mode);
+    /* A block queued for this mode must run before the loop sleeps, and a stop be seen: each
+     * comes with a wakeup, which this pass's start may have cleared (wake.c). Both are set under
+     * the lock. */
+    bool block = !poll && !rl_blocks_pending(loop, run->mode) &&
+                 !atomic_load_explicit(&run->stopped, memory_order_relaxed);
     if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
     /* Arm for the earliest of the mode's timers (within tolerances) and the run's timeout, but
      * only for a wait: a poll finds due timers by their dates, so a loop that polls (a pass per
@@ -67,94 +61,17 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
      * loop. (An edge left queued for the eventfd or timerfd just ends a later wait early.) */
     if (!block && !watching_fds) return 0;
 
-    if (block && loop->was_busy) {
-        /* The loop was just busy: work tends to come in bursts, so look for a wakeup for a
-         * moment before paying for a sleep and a write(2) on the other side. The loop does not
-         * claim to sleep yet, so a waker meanwhile only sets the pending flag. */
-        double until = rl_time_now() + RL_SPIN_BEFORE_SLEEP;
-        while (!(atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING)) {
-            for (int i = 0; i < 16; i++) rl_cpu_relax();
-            if (rl_time_now() >= until) break;
-        }
-        if (atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING) block = false;
-    }
-    if (block) {
-        /* Publish that we sleep; a wakeup posted since this pass began cancels the sleep. */
-        unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
-        if (old & RL_WAKE_PENDING) {
-            atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING); /* not sleeping after all */
-            block = false;
-        }
-    }
+    if (block) block = rl_wake_try_sleep(loop);
     double before = block ? rl_time_now() : 0;
-    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH);
+    bool woken;
+    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken);
     if (block) {
-        atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING);
+        rl_wake_end_sleep(loop);
         RL_COUNT(loop, waits, 1);
         RL_COUNT(loop, time_waiting, rl_elapsed_since(before));
     }
-    return n;
-}
-
-/* Handle what a wait found: due timers in fire-date order, then every ready fd source in order.
- * Returns whether an fd source was handled. */
-static bool dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n) {
-    /* Timers, in fire-date order; then every ready fd source, in order. */
-    if (!rl_timers_fire_due(loop, run)) run->retry = true;
-
-    bool woken = false, fds = false;
-    run->ready_events.count = 0;
-    for (int i = 0; i < n; i++) {
-        woken |= events[i].fd == RL_WAIT_WAKEUP;
-        fds |= events[i].fd >= 0;
-    }
-    unsigned long long removals = 0;
-    if (fds) {
-        pthread_mutex_lock(&loop->lock);
-        removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
-        rl_fd_table_collect(loop, run->mode, events, n, &run->ready, &run->ready_events);
-        pthread_mutex_unlock(&loop->lock);
-    }
     if (woken) RL_COUNT(loop, wakeups, 1);
-    if (!run->ready.count) return false;
-
-    bool handled = false;
-    size_t count = run->ready.count, i = 0;
-    /* Stable insertion sort by order: fd sources are few per pass. */
-    for (size_t a = 1; a < count; a++) {
-        void *s = run->ready.items[a], *e = run->ready_events.items[a];
-        size_t b = a;
-        for (; b > 0 && ((rl_source_t *)run->ready.items[b - 1])->order > ((rl_source_t *)s)->order; b--) {
-            run->ready.items[b] = run->ready.items[b - 1];
-            run->ready_events.items[b] = run->ready_events.items[b - 1];
-        }
-        run->ready.items[b] = s;
-        run->ready_events.items[b] = e;
-    }
-    double start = rl_time_now();
-    for (; i < count; i++) {
-        rl_source_t *s = run->ready.items[i];
-        if (handled && run->stop_after_handle) break;
-        unsigned ev = (unsigned)(uintptr_t)run->ready_events.items[i];
-        ev &= atomic_load_explicit(&s->events, memory_order_relaxed) | RL_FD_ERROR;
-        bool go = ev && atomic_load(&s->valid);
-        if (go && atomic_load_explicit(&loop->source_removals, memory_order_relaxed) != removals) {
-            /* A source left a mode since collection (perhaps by an earlier callout): check. */
-            pthread_mutex_lock(&loop->lock);
-            go = rl_ptrset_contains(&run->mode->sources, s);
-            pthread_mutex_unlock(&loop->lock);
-        }
-        if (go) {
-            __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
-            RL_COUNT(loop, sources_performed, 1);
-            handled = true;
-        }
-        rl_release(s);
-    }
-    for (; i < count; i++) rl_release(run->ready.items[i]); /* level-triggered: they come again */
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
-    run->ready.count = 0;
-    return handled;
+    return n;
 }
 
 /* The passes of one run, until an exit condition (CFRunLoop's __CFRunLoopRun). */
@@ -162,8 +79,7 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
     if (stop_requested(run)) return RL_RUN_STOPPED;
     bool polling = run->deadline == 0;
     for (;;) {
-        /* Wakeups posted from here on must interrupt this pass's wait. */
-        atomic_store(&loop->wake_state, 0);
+        rl_wake_begin_pass(loop); /* before the pass looks at any queue */
         RL_COUNT(loop, passes, 1);
 
         notify(loop, run, RL_BEFORE_TIMERS);
@@ -181,10 +97,11 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         rl_wait_event events[RL_WAIT_BATCH];
         int n = wait_for_events(loop, run, poll, events);
         if (!poll) notify(loop, run, RL_AFTER_WAITING);
-        handled |= dispatch(loop, run, events, n);
+        if (!rl_timers_fire_due(loop, run)) run->retry = true; /* due timers, in order */
+        if (n) handled |= rl_fd_table_dispatch(loop, run, events, n);
         /* Signalled sources come with wakeups, which the spin before sleeping can see; fd
          * readiness and timers cannot be seen that way, so only signals count as busy. */
-        loop->was_busy = signals;
+        rl_wake_end_pass(loop, signals);
         blocks(loop, run);
 
         if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;
@@ -207,10 +124,10 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     rl_run_frame run;
     run.stop_after_handle = return_after_source_handled;
     run.retry = false;
-    run.performing_sources = false;
+    run.unperformed = 0;
     atomic_init(&run.stopped, false);
     rl_ptrvec_init(&run.ready);
-    rl_ptrvec_init(&run.ready_events);
+    rl_ready_vec_init(&run.sources);
     rl_ptrvec_init(&run.notify);
     if (seconds <= 0) run.deadline = 0;
     else if (seconds > RL_TIMEOUT_LIMIT) run.deadline = INFINITY;

@@ -231,7 +231,7 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_source_unlock(s);
     for (size_t i = 0; i < joined.count; i++) schedule_callout(s, false, loop, ((rl_mode *)joined.items[i])->name);
     rl_ptrvec_free(&joined);
-    if (wake) rl_loop_wakeup(loop);
+    if (wake) rl_wake_post(loop);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_source");
     return rc;
 }
@@ -359,10 +359,6 @@ int rl_source_set_fd_events(rl_source_t *s, unsigned events) {
     return rc;
 }
 
-static bool order_less(const void *a, const void *b) {
-    return ((const rl_source_t *)a)->order < ((const rl_source_t *)b)->order;
-}
-
 /* Put a collected but unperformed source back at the front of loop's queue (it stays signalled),
  * unless a signal since has queued it again. */
 static void requeue_first(rl_loop_t *loop, rl_source_t *s) {
@@ -382,7 +378,7 @@ static void requeue_first(rl_loop_t *loop, rl_source_t *s) {
  * signal order), then take the sources of the running mode out of it into ready, retained. A
  * link whose source cannot be taken (out of memory) stays queued, and the pass does not sleep.
  * loop locked (so no link dies and no source leaves meanwhile). */
-static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
+static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ready_vec *ready) {
     rl_link *pushed = atomic_exchange_explicit(&loop->signalled, NULL, memory_order_acquire);
     rl_link *fifo = NULL, *fifo_tail = pushed;
     while (pushed) { /* the stack is newest first */
@@ -404,7 +400,7 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
         if (atomic_load(&l->state) & RL_LINK_DEAD) {
             keep = false;
         } else if (rl_ptrset_contains(&run->mode->sources, l->source)) {
-            take = rl_ptrvec_push(ready, l->source) == 0;
+            take = rl_ready_vec_push(ready, l->source, l->source->order, 0) == 0;
             keep = !take;
             run->retry |= !take; /* out of memory: it stays queued; do not sleep on it */
         }
@@ -415,7 +411,7 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
         }
         *at = next;
         if (take) {
-            rl_retain(l->source);
+            rl_object_retain(&l->source->obj);
             atomic_fetch_and(&l->state, ~RL_LINK_QUEUED);
         } else {
             free(l);
@@ -425,16 +421,16 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ptrvec *ready) {
 }
 
 void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
-    if (!outer || !outer->performing_sources) return;
+    if (!outer || !outer->unperformed) return;
     /* Those the outer pass has not reached yet; it skips any the nested run performs. */
-    for (size_t j = outer->ready.count; j-- > outer->ready_next;) {
-        rl_source_t *s = outer->ready.items[j];
+    for (size_t j = outer->sources.count; j-- > outer->unperformed;) {
+        rl_source_t *s = outer->sources.items[j].source;
         if (atomic_load(&s->signalled)) requeue_first(loop, s);
     }
 }
 
 bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
-    rl_ptrvec *ready = &run->ready;
+    rl_ready_vec *ready = &run->sources;
     ready->count = 0;
     /* deferred is written only by this thread (under the lock), so it may be read here. */
     if (!loop->deferred && !atomic_load(&loop->signalled)) return false;
@@ -443,29 +439,28 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     pthread_mutex_unlock(&loop->lock);
     if (ready->count == 0) return false;
     /* Ascending order; equal orders in signal order (a stable sort, at any count). */
-    rl_ptrvec_sort_stable(ready, order_less, &run->ready_events);
+    rl_ready_vec_sort(ready);
     bool handled = false;
     size_t i = 0;
     double start = rl_time_now();
-    run->performing_sources = true;
     for (; i < ready->count; i++) {
-        rl_source_t *s = ready->items[i];
+        rl_source_t *s = ready->items[i].source;
         if (handled && run->stop_after_handle) break;
-        run->ready_next = i + 1; /* the ones before are released by now, or are being performed */
+        run->unperformed = i + 1; /* the ones before are released by now, or are being performed */
         if (atomic_exchange(&s->signalled, false) && atomic_load(&s->valid)) {
             if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
             handled = true;
         }
-        rl_release(s);
+        rl_object_release(&s->obj);
     }
-    run->performing_sources = false;
+    run->unperformed = 0;
     /* Left for a later pass (the run returns after one handled source): back to the front of the
      * queue, in the same order, last first. */
     for (size_t j = ready->count; j-- > i;) {
-        rl_source_t *s = ready->items[j];
+        rl_source_t *s = ready->items[j].source;
         if (atomic_load(&s->signalled)) requeue_first(loop, s);
-        rl_release(s);
+        rl_object_release(&s->obj);
     }
     RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
     ready->count = 0;

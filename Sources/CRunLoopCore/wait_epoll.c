@@ -23,7 +23,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+/* epoll's data for a registration: the fd and its generation; the eventfd and the timerfd carry
+ * these negative "fds". */
 #define TAG(fd, gen) (((uint64_t)(gen) << 32) | (uint32_t)(fd))
+enum { WAKEUP = -2, TIMER = -3 };
 
 static void fatal(const char *what) {
     fprintf(stderr, "crunloop: %s failed: %s\n", what, strerror(errno));
@@ -34,9 +37,9 @@ static void fatal(const char *what) {
 static int new_set(int eventfd, int timerfd) {
     int epfd = rl_fault_fails(EMFILE) ? -1 : epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return -errno;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(RL_WAIT_WAKEUP, 0)};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(WAKEUP, 0)};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, eventfd, &ev) == 0) {
-        ev.data.u64 = TAG(RL_WAIT_TIMER, 0);
+        ev.data.u64 = TAG(TIMER, 0);
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, timerfd, &ev) == 0) return epfd;
     }
     int err = errno;
@@ -124,24 +127,29 @@ void rl_wait_arm(rl_wait *w, double deadline) {
     w->armed = deadline;
 }
 
-int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max) {
+int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken) {
     struct epoll_event ev[RL_WAIT_MAX_EVENTS];
     if (max > RL_WAIT_MAX_EVENTS) max = RL_WAIT_MAX_EVENTS;
     int n;
     do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
     while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
     if (n < 0) fatal("epoll_wait"); /* EBADF, EINVAL: our own epoll fd was closed behind our back */
+    int out = 0;
+    *woken = false;
     for (int i = 0; i < n; i++) {
         uint32_t e = ev[i].events;
-        unsigned out = 0;
-        if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) out |= RL_FD_READABLE;
-        if (e & EPOLLOUT) out |= RL_FD_WRITABLE;
-        if (e & (EPOLLERR | EPOLLHUP)) out |= RL_FD_ERROR;
-        events[i].fd = (int)(int32_t)(uint32_t)ev[i].data.u64;
-        events[i].gen = (uint32_t)(ev[i].data.u64 >> 32);
-        events[i].events = out;
+        int fd = (int)(int32_t)(uint32_t)ev[i].data.u64;
+        if (fd < 0) { /* the eventfd or the timerfd */
+            *woken |= fd == WAKEUP;
+            continue;
+        }
+        events[out].fd = fd;
+        events[out].gen = (uint32_t)(ev[i].data.u64 >> 32);
+        events[out].events = (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP) ? RL_FD_READABLE : 0) |
+                             (e & EPOLLOUT ? RL_FD_WRITABLE : 0) | (e & (EPOLLERR | EPOLLHUP) ? RL_FD_ERROR : 0);
+        out++;
     }
-    return n;
+    return out;
 }
 
 void rl_wait_post_wakeup(rl_wait *w) {

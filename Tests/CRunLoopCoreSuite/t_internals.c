@@ -1,8 +1,8 @@
 /*
  * t_internals.c - the core's pure data structures against naive models: the 4-ary timer heap
- * (checked with rl_heap_verify after every mutation) and the pointer set (backward-shift
- * deletion is easy to get subtly wrong); and internal state no API shows (when the timerfd is
- * set). Hidden symbols link fine into this static test build.
+ * (checked with rl_heap_verify after every mutation), the pointer set (backward-shift deletion
+ * is easy to get subtly wrong) and the ready vector's stable sort; and internal state no API
+ * shows (when the timerfd is set). Hidden symbols link fine into this static test build.
  */
 #include "rlt.h"
 #include "../../Sources/CRunLoopCore/internal.h"
@@ -149,6 +149,40 @@ RLT_TEST(pointer_vector_spills_from_inline_storage_and_keeps_order) {
     RLT_CHECK(!rl_ptrvec_contains(&v, &objects[10]));
     rl_ptrvec_free(&v);
     RLT_CHECK(v.count == 0 && v.items == v.inline_items);
+}
+
+/* The ready vector's sort against a stable insertion sort, at sizes around the inline room and
+ * the merge runs, with few distinct orders (many ties) and with many. */
+RLT_TEST(ready_vector_sort_is_stable_and_ascending) {
+    static char sources[300];
+    static rl_ready model[300];
+    int sizes[] = { 0, 1, 2, 15, 16, 17, 31, 32, 33, 100, 300 };
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        for (int spread = 1; spread <= 1000; spread *= 10) {
+            rl_ready_vec v;
+            rl_ready_vec_init(&v);
+            int n = sizes[z];
+            for (int i = 0; i < n; i++) {
+                long order = (long)(rng() % (unsigned)(spread + 1)) - spread / 2;
+                RLT_CHECK_EQ(rl_ready_vec_push(&v, (struct rl_source *)&sources[i], order, (unsigned)i), 0);
+                rl_ready x = v.items[i];
+                int j = i;
+                for (; j > 0 && x.order < model[j - 1].order; j--) model[j] = model[j - 1];
+                model[j] = x;
+            }
+            rl_ready_vec_sort(&v);
+            RLT_CHECK_EQ(v.count, (size_t)n);
+            for (int i = 0; i < n; i++)
+                if (v.items[i].source != model[i].source || v.items[i].order != model[i].order ||
+                    v.items[i].events != model[i].events) {
+                    rlt_fail(__FILE__, __LINE__, "size %d, spread %d: item %d differs from a stable sort", n, spread, i);
+                    rl_ready_vec_free(&v);
+                    return;
+                }
+            rl_ready_vec_free(&v);
+            RLT_CHECK(v.count == 0 && v.items == v.inline_items);
+        }
+    }
 }
 
 /* ---- the timerfd is set only for a wait ---------------------------------------------------- */

@@ -1,8 +1,9 @@
 /*
  * t_sources.c - version-0 sources (order, coalescing signals, modes, schedule/cancel, invalidate,
  * return after handled) and version-1 fd sources on pipes, socketpairs and eventfds
- * (level-triggered, never read by the loop, interest changes, two sources on one fd, hang-up),
- * and sources shared by two loops.
+ * (level-triggered, never read by the loop, interest changes, two sources on one fd, hang-up,
+ * the order of the ready ones in a pass and what an earlier callout of the pass does to a later
+ * one), and sources shared by two loops.
  */
 #include "ttrace.h"
 
@@ -745,4 +746,209 @@ RLT_TEST(fd_writer_in_another_mode_does_not_spin_the_reader_s_mode) {
     rl_release(w);
     close(sv[0]);
     close(sv[1]);
+}
+
+/* ---- ready fd sources of one pass: their order, and what an earlier callout does to a later
+ * one (each is called only if it is still valid, in the mode, and interested) ----------------- */
+
+enum fdx_act { FDX_NONE, FDX_REMOVE, FDX_INVALIDATE, FDX_NARROW, FDX_DRAIN };
+
+typedef struct {
+    const char *label;
+    int calls;
+    enum fdx_act act;   /* done at its first call */
+    rl_source_t *other; /* to the other source (FDX_DRAIN: to its own fd) */
+} fdx_t;
+
+static void fdx_cb(rl_source_t *s, int fd, unsigned ev, void *info) {
+    (void)s, (void)ev;
+    fdx_t *x = info;
+    tt("%s", x->label);
+    if (x->calls++) return;
+    char c;
+    switch (x->act) {
+    case FDX_NONE: break;
+    case FDX_REMOVE: rl_loop_remove_source(rl_loop_get_current(), x->other, DEF); break;
+    case FDX_INVALIDATE: rl_source_invalidate(x->other); break;
+    case FDX_NARROW: rl_source_set_fd_events(x->other, RL_FD_WRITABLE); break; /* a pipe's read end */
+    case FDX_DRAIN: if (read(fd, &c, 1) != 1) tt("readfail"); break;
+    }
+}
+
+static rl_source_t *fdx_source(int fd, unsigned events, long order, fdx_t *x) {
+    rl_context_t c = { x, NULL, NULL };
+    rl_source_t *s = rl_source_create_fd(fd, events, order, fdx_cb, &c);
+    if (s && rl_loop_add_source(rl_loop_get_current(), s, DEF) != 0) {
+        rl_release(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* A (order 0) and B (order 1) on two readable pipes; A does act to B in the pass that finds both
+ * ready; then the trace of that pass and where B stands are checked. */
+static void earlier_callout_case(enum fdx_act act, const char *expected, bool b_in_mode_after, bool b_valid_after) {
+    int a[2], b[2];
+    RLT_CHECK(pipe(a) == 0 && pipe(b) == 0);
+    RLT_CHECK(write(a[1], "a", 1) == 1 && write(b[1], "b", 1) == 1);
+    rl_loop_t *loop = rl_loop_get_current();
+    fdx_t xa = { .label = "A", .act = act }, xb = { .label = "B" };
+    rl_source_t *sb = fdx_source(b[0], RL_FD_READABLE, 1, &xb);
+    rl_source_t *sa = fdx_source(a[0], RL_FD_READABLE, 0, &xa);
+    RLT_CHECK(sa && sb);
+    xa.other = sb;
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT(expected);
+    RLT_CHECK_EQ(rl_loop_contains_source(loop, sb, DEF), b_in_mode_after);
+    RLT_CHECK_EQ(rl_source_is_valid(sb), b_valid_after);
+    RLT_CHECK_EQ(xb.calls, 0);
+    rl_source_invalidate(sa);
+    rl_source_invalidate(sb);
+    rl_release(sa);
+    rl_release(sb);
+    for (int i = 0; i < 2; i++) close(a[i]), close(b[i]);
+}
+
+RLT_TEST(fd_ready_source_removed_by_an_earlier_callout_of_the_pass_is_not_called) {
+    earlier_callout_case(FDX_REMOVE, "A", false, true);
+}
+
+RLT_TEST(fd_ready_source_invalidated_by_an_earlier_callout_of_the_pass_is_not_called) {
+    earlier_callout_case(FDX_INVALIDATE, "A", false, false);
+}
+
+RLT_TEST(fd_ready_source_narrowed_by_an_earlier_callout_of_the_pass_is_not_called) {
+    earlier_callout_case(FDX_NARROW, "A", true, true);
+}
+
+/* Removed from its mode by an earlier callout while it stays in another: still not called. */
+RLT_TEST(fd_ready_source_removed_from_the_running_mode_only_is_not_called) {
+    int a[2], b[2];
+    RLT_CHECK(pipe(a) == 0 && pipe(b) == 0);
+    RLT_CHECK(write(a[1], "a", 1) == 1 && write(b[1], "b", 1) == 1);
+    rl_loop_t *loop = rl_loop_get_current();
+    fdx_t xa = { .label = "A", .act = FDX_REMOVE }, xb = { .label = "B" };
+    rl_source_t *sa = fdx_source(a[0], RL_FD_READABLE, 0, &xa), *sb = fdx_source(b[0], RL_FD_READABLE, 1, &xb);
+    RLT_CHECK(sa && sb);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, sb, "other"), 0);
+    xa.other = sb;
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("A");
+    RLT_CHECK_EQ(rl_run_in_mode("other", 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("A B");
+    rl_source_invalidate(sa);
+    rl_source_invalidate(sb);
+    rl_release(sa);
+    rl_release(sb);
+    for (int i = 0; i < 2; i++) close(a[i]), close(b[i]);
+}
+
+RLT_TEST(fd_ready_sources_called_in_ascending_order_whatever_order_they_were_added_in) {
+    int p[3][2];
+    fdx_t x[3] = { { .label = "2" }, { .label = "0" }, { .label = "1" } };
+    long order[3] = { 2, 0, 1 };
+    rl_source_t *s[3];
+    for (int i = 0; i < 3; i++) {
+        RLT_CHECK(pipe(p[i]) == 0);
+        RLT_CHECK(write(p[i][1], "x", 1) == 1);
+        s[i] = fdx_source(p[i][0], RL_FD_READABLE, order[i], &x[i]);
+        RLT_CHECK(s[i] != NULL);
+    }
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("0 1 2");
+    for (int i = 0; i < 3; i++) {
+        rl_source_invalidate(s[i]);
+        rl_release(s[i]);
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+}
+
+/* Sources of one fd with equal orders go in the order they were added, also after one of them
+ * left (the others keep their places). */
+RLT_TEST(fd_equal_order_sources_of_one_fd_called_in_the_order_added) {
+    int sv[2];
+    RLT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    rl_loop_t *loop = rl_loop_get_current();
+    fdx_t x[4] = { { .label = "1" }, { .label = "2" }, { .label = "3" }, { .label = "4" } };
+    rl_source_t *s[4];
+    for (int i = 0; i < 3; i++) RLT_CHECK((s[i] = fdx_source(sv[0], RL_FD_WRITABLE, 0, &x[i])) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("1 2 3");
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s[0], DEF), 0);
+    RLT_CHECK((s[3] = fdx_source(sv[0], RL_FD_WRITABLE, 0, &x[3])) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("1 2 3 2 3 4");
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s[2], DEF), 0); /* the middle one */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("1 2 3 2 3 4 2 4");
+    for (int i = 0; i < 4; i++) {
+        rl_source_invalidate(s[i]);
+        rl_release(s[i]);
+    }
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* More ready sources than a pass keeps inline, orders mixed: every one is called once, in
+ * ascending order. */
+enum { MANY_FDS = 40 };
+typedef struct { long order; long *seen; int *count; } many_t;
+
+static void many_cb(rl_source_t *s, int fd, unsigned ev, void *info) {
+    (void)s, (void)ev;
+    many_t *m = info;
+    char c;
+    if (read(fd, &c, 1) != 1) tt("readfail");
+    if (*m->count < MANY_FDS) m->seen[*m->count] = m->order;
+    ++*m->count;
+}
+
+RLT_TEST(fd_many_ready_sources_called_once_each_in_ascending_order) {
+    int p[MANY_FDS][2], count = 0;
+    long seen[MANY_FDS];
+    many_t m[MANY_FDS];
+    rl_source_t *s[MANY_FDS];
+    for (int i = 0; i < MANY_FDS; i++) {
+        RLT_CHECK(pipe(p[i]) == 0);
+        m[i] = (many_t){ (i * 7) % 5 - 2, seen, &count };
+        rl_context_t c = { &m[i], NULL, NULL };
+        s[i] = rl_source_create_fd(p[i][0], RL_FD_READABLE, m[i].order, many_cb, &c);
+        RLT_CHECK(s[i] && rl_loop_add_source(rl_loop_get_current(), s[i], DEF) == 0);
+        RLT_CHECK(write(p[i][1], "x", 1) == 1);
+    }
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(count, MANY_FDS);
+    for (int i = 1; i < MANY_FDS && i < count; i++) RLT_CHECK(seen[i - 1] <= seen[i]);
+    TT_EXPECT("");
+    for (int i = 0; i < MANY_FDS; i++) {
+        rl_source_invalidate(s[i]);
+        rl_release(s[i]);
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+}
+
+/* A run that returns after one handled source calls the first ready fd source only; the others,
+ * still ready, are called by later runs. */
+RLT_TEST(fd_return_after_handled_source_calls_only_the_first_ready_one) {
+    int a[2], b[2];
+    RLT_CHECK(pipe(a) == 0 && pipe(b) == 0);
+    RLT_CHECK(write(a[1], "a", 1) == 1 && write(b[1], "b", 1) == 1);
+    fdx_t xa = { .label = "A", .act = FDX_DRAIN }, xb = { .label = "B", .act = FDX_DRAIN };
+    rl_source_t *sb = fdx_source(b[0], RL_FD_READABLE, 1, &xb), *sa = fdx_source(a[0], RL_FD_READABLE, 0, &xa);
+    RLT_CHECK(sa && sb);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, true), RL_RUN_HANDLED_SOURCE);
+    TT_EXPECT("A");
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, true), RL_RUN_HANDLED_SOURCE);
+    TT_EXPECT("A B");
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, true), RL_RUN_TIMED_OUT);
+    TT_EXPECT("A B");
+    rl_source_invalidate(sa);
+    rl_source_invalidate(sb);
+    rl_release(sa);
+    rl_release(sb);
+    for (int i = 0; i < 2; i++) close(a[i]), close(b[i]);
 }

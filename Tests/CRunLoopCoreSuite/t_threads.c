@@ -1,8 +1,9 @@
 /*
  * t_threads.c - thread safety: other threads adding, removing, signalling, waking, stopping and
- * queueing blocks on a running loop; no lost signal or block; cross-thread timers and fd sources
- * wake a sleeping loop by themselves; loop teardown at thread exit; wakeup coalescing; a source
- * shared by two loops. Everything the tests share between threads is atomic (TSan runs these).
+ * queueing blocks on a running loop; no lost signal, block or stop; cross-thread timers and fd
+ * sources wake a sleeping loop by themselves; loop teardown at thread exit; wakeup coalescing; a
+ * source shared by two loops. Everything the tests share between threads is atomic (TSan runs
+ * these).
  */
 #include <crunloop.h>
 #include <rlt.h>
@@ -904,4 +905,79 @@ RLT_TEST(threads_source_in_two_loops) {
     rl_release(s);
     RLT_CHECK_EQ(atomic_load(&t->st.releases), 1);
     free(t);
+}
+
+/* ---- a stop that lands between two passes ---------------------------------------------------- */
+
+/* rl_loop_stop from another thread right after a pass performed a source: the stop may land after
+ * that pass's exit checks and before the next pass begins (which clears the wakeup that came with
+ * it). The next pass must not sleep with the stop pending. Each round stops at a different moment;
+ * a stop not seen within 2 s counts as lost (and the loop is woken so that the test goes on). The
+ * window is a fraction of a microsecond, hence the many rounds: before the pass looked at the stop
+ * flag when deciding to sleep, about one round in 10,000 lost its stop. */
+enum { STOP_ROUNDS = 20000 };
+
+typedef struct {
+    rl_loop_t *loop;
+    rl_source_t *source;
+    atomic_int performed, returned, done;
+    atomic_long lost;
+} stopper_t;
+
+static void stopper_perform(void *info) { atomic_store(&((stopper_t *)info)->performed, 1); }
+
+static void *stopper_main(void *arg) {
+    stopper_t *x = arg;
+    unsigned r = 12345;
+    for (int i = 0; i < STOP_ROUNDS; i++) {
+        double limit = rl_time_now() + 2.0;
+        while (!rl_loop_is_waiting(x->loop) && rl_time_now() < limit) sched_yield();
+        atomic_store(&x->returned, 0);
+        atomic_store(&x->performed, 0);
+        rl_source_signal(x->source);
+        rl_loop_wakeup(x->loop);
+        while (!atomic_load(&x->performed) && rl_time_now() < limit) {}
+        r = r * 1103515245u + 12345u;
+        for (volatile unsigned k = 0, m = (r >> 16) % 1000; k < m; k++) {} /* up to a microsecond or two */
+        rl_loop_stop(x->loop);
+        limit = rl_time_now() + 2.0;
+        while (!atomic_load(&x->returned) && rl_time_now() < limit) sched_yield();
+        if (!atomic_load(&x->returned)) {
+            atomic_fetch_add(&x->lost, 1);
+            rl_loop_wakeup(x->loop);
+            while (!atomic_load(&x->returned)) sched_yield();
+        }
+    }
+    double limit = rl_time_now() + 2.0;
+    while (!rl_loop_is_waiting(x->loop) && rl_time_now() < limit) sched_yield();
+    atomic_store(&x->done, 1);
+    rl_loop_stop(x->loop);
+    return NULL;
+}
+
+RLT_TEST(threads_stop_between_two_passes_is_not_lost) {
+    stopper_t x;
+    x.loop = rl_loop_get_current();
+    atomic_init(&x.performed, 0);
+    atomic_init(&x.returned, 0);
+    atomic_init(&x.done, 0);
+    atomic_init(&x.lost, 0);
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.info = &x;
+    sc.perform = stopper_perform;
+    x.source = rl_source_create(0, &sc);
+    RLT_CHECK(x.source != NULL);
+    RLT_CHECK_EQ(rl_loop_add_source(x.loop, x.source, DM), 0);
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, stopper_main, &x), 0);
+    while (!atomic_load(&x.done)) {
+        int rc = rl_run_in_mode(DM, 30.0, false);
+        if (rc != RL_RUN_STOPPED && !atomic_load(&x.done)) rlt_fail(__FILE__, __LINE__, "a run returned %d", rc);
+        atomic_store(&x.returned, 1);
+    }
+    pthread_join(th, NULL);
+    RLT_CHECK_EQ(atomic_load(&x.lost), 0);
+    rl_source_invalidate(x.source);
+    rl_release(x.source);
 }

@@ -152,7 +152,9 @@
  *     loop, after its fire date plus its tolerance. CF ignores tolerance on Linux.
  *   - Timers with equal fire dates fire in ascending order, then in the order they were
  *     scheduled. CF's order among them is arbitrary.
- *   - Every event a wait returns is handled in the same pass; CF handles one per pass.
+ *   - Every event a wait returns is handled in the same pass; CF handles one per pass. Ready fd
+ *     sources are called in ascending order; equal orders in the order the wait reported their
+ *     fds, and sources of one fd in the order they were added.
  *   - Removing or invalidating the last timer never leaves a wakeup behind at its old deadline.
  *   - A block queued for the running mode keeps the loop from sleeping until it has run.
  *     Blocks do not keep a mode from being empty (CF counts them).

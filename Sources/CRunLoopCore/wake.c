@@ -1,0 +1,131 @@
+/*
+ * wake.c - the wake protocol: how a loop goes to sleep in its wait, and how any thread wakes it
+ * (rl_loop_wakeup, and the core's own wakeups) with at most one eventfd write per sleep and none
+ * while the loop is awake. Every change of loop->wake_state is made here; wait_epoll.c only
+ * writes the eventfd when told to.
+ *
+ * The state is two bits. PENDING: a wakeup was posted since the current pass began. SLEEPING:
+ * the loop has claimed the right to block in its wait. A waker sets PENDING. The loop clears both
+ * when a pass begins, sets SLEEPING just before it blocks, and clears it when the wait returns.
+ *
+ * Invariant (no lost wakeup): when a thread queues work for a loop (signals a source, queues a
+ * block, stops the run) and then posts a wakeup, the loop does not stay asleep with that work
+ * unseen: either the pass under way sees the work before it would block, or it does not block,
+ * or its wait returns.
+ *
+ * Why it holds. The wake steps below are seq_cst, so they fall in one total order. A waker
+ * queues its work before its step, and a pass looks at its queues (seq_cst loads of their heads
+ * and counts, or under the lock) after its own: work queued before the earlier of two steps is
+ * seen by what reads after the later one.
+ *   waker:  queue the work; fetch_or(PENDING); write the eventfd only if the old value had
+ *           SLEEPING and not PENDING.
+ *   loop:   store 0 (rl_wake_begin_pass); look at the queues; ... fetch_or(SLEEPING), and block
+ *           only if the old value had no PENDING (rl_wake_try_sleep).
+ * Place the waker's fetch_or in that order:
+ *   - before the loop's store of 0: the work was queued before it, and the pass looks at its
+ *     queues after it, so the pass sees the work;
+ *   - between the store of 0 and the loop's fetch_or: the loop finds PENDING and does not block;
+ *   - after the loop's fetch_or: the first waker there finds SLEEPING without PENDING and writes
+ *     the eventfd, whose edge ends the wait; any later one finds PENDING and need not write.
+ * The first case needs the pass to look at every kind of work between its store of 0 and its
+ * fetch_or: signalled sources and blocks have phases there, and run.c looks at the queued blocks
+ * and the stop flag once more, under the lock, when it decides whether to block. (The exit checks
+ * at the end of a pass come too late for a stop made between one pass's end and the next one's
+ * start.)
+ * A waker that only loads the state and finds PENDING returns at once: the PENDING it saw was
+ * set after the store of 0 (the load reads the latest value), so one of the last two cases
+ * already covers it, or it was set before and its load, too, precedes the store of 0 (first
+ * case).
+ *
+ * Nested runs share the state: a pass of a run nested in a callout begins like any other, so it
+ * takes a wakeup posted for the outer pass (having looked at the queues after it, for its own
+ * mode). When the callout returns, the outer pass checks its due timers and queued blocks again
+ * before it sleeps, but not its signalled sources: one of its mode signalled meanwhile waits for
+ * the next wakeup, fd event or timer.
+ *
+ * Closing. A waker that must write announces itself in wake_writers and then reads loop->dead;
+ * rl_wake_quiesce runs after dead is set and waits for wake_writers to drop to 0. Either the waker
+ * sees dead and does not write, or quiesce sees the waker and waits for its write: the eventfd
+ * (or another file that took its number) is never written after it is closed.
+ *
+ * Spinning. A loop whose last pass performed signalled sources looks for PENDING for a moment
+ * before it claims to sleep: producers come in bursts, and a wakeup seen while spinning costs
+ * the waker no write(2) and the loop no sleep. It has not claimed SLEEPING while it spins, so a
+ * waker then only sets PENDING. An idle loop never spins.
+ */
+#include "internal.h"
+
+#include <sched.h>
+
+/* How long a loop that was just busy looks for more work before it sleeps: well under the cost
+ * of a sleep and a wakeup (about 20-40 us on a VM), well over a producer's cross-core signal. */
+#define RL_SPIN_BEFORE_SLEEP 5e-6
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static bool pending(rl_loop_t *loop) {
+    return atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING;
+}
+
+void rl_wake_begin_pass(rl_loop_t *loop) { atomic_store(&loop->wake_state, 0); }
+
+void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
+
+/* Look for a wakeup for up to RL_SPIN_BEFORE_SLEEP; whether one came. */
+static bool spin_for_wakeup(rl_loop_t *loop) {
+    double until = rl_time_now() + RL_SPIN_BEFORE_SLEEP;
+    while (!pending(loop)) {
+        for (int i = 0; i < 16; i++) cpu_relax();
+        if (rl_time_now() >= until) break;
+    }
+    return pending(loop);
+}
+
+bool rl_wake_try_sleep(rl_loop_t *loop) {
+    if (loop->wake_spin && spin_for_wakeup(loop)) return false;
+    unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
+    if (!(old & RL_WAKE_PENDING)) return true;
+    atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING); /* not sleeping after all */
+    return false;
+}
+
+void rl_wake_end_sleep(rl_loop_t *loop) { atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING); }
+
+void rl_wake_post(rl_loop_t *loop) {
+    /* A wakeup already on its way covers this one: a load (a plain mov on x86, seq_cst so it is
+     * ordered after the caller's queueing), no write to a shared cache line. */
+    if (atomic_load(&loop->wake_state) & RL_WAKE_PENDING) return;
+    unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_PENDING);
+    if ((old & (RL_WAKE_PENDING | RL_WAKE_SLEEPING)) != RL_WAKE_SLEEPING) return;
+    atomic_fetch_add(&loop->wake_writers, 1);
+    if (!atomic_load(&loop->dead)) {
+        rl_wait_post_wakeup(&loop->wait);
+        atomic_fetch_add_explicit(&loop->counters.wakeup_writes, 1, memory_order_relaxed);
+    }
+    atomic_fetch_sub(&loop->wake_writers, 1);
+}
+
+void rl_wake_quiesce(rl_loop_t *loop) {
+    while (atomic_load(&loop->wake_writers)) sched_yield(); /* a write(2) in progress */
+}
+
+void rl_wake_after_fork(rl_loop_t *loop) {
+    /* The threads that slept in or wrote to the loop are the parent's; a PENDING bit may stay: it
+     * only makes one wait a poll. */
+    atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING);
+    atomic_store(&loop->wake_writers, 0);
+}
+
+void rl_loop_wakeup(rl_loop_t *loop) {
+    if (loop) rl_wake_post(loop);
+}
+
+bool rl_loop_is_waiting(rl_loop_t *loop) {
+    return loop && (atomic_load(&loop->wake_state) & RL_WAKE_SLEEPING);
+}
