@@ -113,7 +113,8 @@ static void pilot(const bench_opts_t *o, peer_t *p, fire_res_t *r)
     r->n = o->fire_timers;
     if (w.fired < 2 || w.last <= w.first) return;
     r->pilot_rate = (double)w.fired / ((double)(w.last - w.first) / 1e9);
-    if ((double)r->n > r->pilot_rate * cap) r->n = ((long)(r->pilot_rate * cap) / 1000 + 1) * 1000;
+    /* Only a peer far too slow: a pilot slowed down by a busy host must not shrink a fast one. */
+    if ((double)r->n > 2 * r->pilot_rate * cap) r->n = ((long)(r->pilot_rate * cap) / 1000 + 1) * 1000;
 }
 
 static void fire_round(const bench_opts_t *o, peer_t *p, fire_res_t *r)

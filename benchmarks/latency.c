@@ -177,8 +177,8 @@ static void run_round(const bench_opts_t *o, peer_t *p, lat_res_t *r)
     }
 }
 
-/* The one-way p99 of each peer over the floor's of the same round: a slow round (a busy host)
- * raises both, so the ratio is steadier than either. */
+/* The one-way p99 of each peer over the floor's of the same round: both were measured minutes
+ * apart at most, under the same outside load, which a ratio of medians cannot promise. */
 static void floor_ratios(peer_t **peers, int n, lat_res_t *res)
 {
     int f = -1;
