@@ -349,7 +349,9 @@ struct rl_loop {
     rl_counters counters;
 };
 
-RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop;
+/* Initial-exec: one load from the thread pointer, no __tls_get_addr call, in the shared library
+ * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
+RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
 /* The item lock of a timer or observer (locks.c). */
 RL_HIDDEN void rl_item_lock(const void *item);
@@ -357,7 +359,8 @@ RL_HIDDEN void rl_item_unlock(const void *item);
 
 /* Ownership of a timer or observer (loop.c): its owner pointer is NULL, a loop, or
  * RL_OWNER_BUSY while a thread changes the fields of the unowned item.
- * rl_owner_lock: lock the loop that owns item and return it retained; or, when no loop owns it,
+ * rl_owner_lock: lock the loop that owns item and return it, retained unless it is the calling
+ * thread's own loop (rl_tls_loop, which that thread keeps alive); or, when no loop owns it,
  * mark it BUSY and return NULL (the item's fields are the caller's to change). Undo with
  * rl_owner_unlock. */
 #define RL_OWNER_BUSY ((rl_loop_t *)(uintptr_t)1)

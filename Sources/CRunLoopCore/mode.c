@@ -38,7 +38,7 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
 }
 
 bool rl_mode_is_empty(const rl_mode *mode) {
-    return mode->sources.count == 0 && mode->timers.count == 0;
+    return mode->sources.count == 0 && rl_heap_size(&mode->timers) == 0;
 }
 
 void rl_mode_free(rl_mode *mode) {

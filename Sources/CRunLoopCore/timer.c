@@ -82,8 +82,10 @@ static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
 
 static bool in_any_mode(const rl_timer_t *t) { return t->first.mode || t->first.next; }
 
-static bool is_firing(const rl_heap *h, size_t i) {
-    return atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING;
+/* Slot i holds a timer whose callout is running, or a hole: either way the wake date passes
+ * over it (its subtree still counts). */
+static bool is_passed_over(const rl_heap *h, size_t i) {
+    return !h->slots[i].node || (atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING);
 }
 
 static double tolerance_of(const rl_heap *h, size_t i) {
@@ -315,8 +317,9 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
  */
 double rl_timers_wake_date(rl_mode *mode) {
     rl_heap *h = &mode->timers;
-    if (!h->count) return INFINITY;
-    if (!is_firing(h, 0) && tolerance_of(h, 0) == 0) return rl_heap_top_when(h); /* nothing is due earlier */
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (!first) return INFINITY;
+    if (!is_passed_over(h, 0) && tolerance_of(h, 0) == 0) return first->when; /* nothing is due earlier */
     enum { CAP = 32, STACK = 256 };
     size_t stack[STACK], depth = 0, visited = 0;
     double w = INFINITY;
@@ -325,7 +328,7 @@ double rl_timers_wake_date(rl_mode *mode) {
         size_t i = stack[--depth];
         double when = h->slots[i].when;
         if (when > w) continue;
-        if (!is_firing(h, i)) {
+        if (!is_passed_over(h, i)) {
             if (++visited > CAP) {
                 if (when < w) w = when;
                 continue;
@@ -388,6 +391,51 @@ static void sort_due(due_timer *d, size_t n) {
     }
 }
 
+/* A date's bits as an integer: dates are never negative, and the bits of non-negative doubles
+ * order as the numbers do. */
+static inline uint64_t date_bits(double when) {
+    uint64_t b;
+    memcpy(&b, &when, sizeof b);
+    return b;
+}
+
+/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 11 bits a pass,
+ * skipping the digits every date shares (dates due within a few milliseconds share their top
+ * twenty-odd bits), then each run of one date by (order, seq). O(n) a pass where the quicksort
+ * is O(n log n) with a comparison per step. False when there is no memory for the scratch
+ * array: the caller sorts in place instead. */
+static bool radix_sort_due(due_timer *d, size_t n) {
+    enum { BITS = 11, DIGITS = 1 << BITS };
+    due_timer *scratch = rl_malloc(n * sizeof *scratch);
+    if (!scratch) return false;
+    uint64_t first = date_bits(d[0].key.when), varying = 0;
+    for (size_t i = 1; i < n; i++) varying |= date_bits(d[i].key.when) ^ first;
+    due_timer *from = d, *to = scratch;
+    uint32_t at[DIGITS];
+    for (unsigned shift = 0; shift < 64; shift += BITS) {
+        if (!((varying >> shift) & (DIGITS - 1))) continue;
+        memset(at, 0, sizeof at);
+        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++;
+        uint32_t sum = 0;
+        for (size_t k = 0; k < DIGITS; k++) {
+            uint32_t c = at[k];
+            at[k] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++] = from[i];
+        due_timer *x = from;
+        from = to;
+        to = x;
+    }
+    if (from != d) memcpy(d, from, n * sizeof *d);
+    free(scratch);
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
+        if (j - i > 1) sort_due(d + i, j - i);
+    }
+    return true;
+}
+
 /* The first point of the grid fired + k * interval strictly after now, in O(1). */
 static double next_on_grid(double fired, double interval, double now) {
     double next = fired + interval;
@@ -432,15 +480,18 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     double now = rl_time_now();
     pthread_mutex_lock(&loop->lock);
     rl_heap *h = &run->mode->timers;
-    if (h->count && rl_heap_top_when(h) <= now) {
-        /* Breadth-first over the due part of the heap (a subtree at the root), with the list
-         * itself as the queue: an entry's children follow from its slot's index. A timer that
-         * does not fit (out of memory) is left for the next pass, with its subtree. */
-        due[n++] = (due_timer){h->slots[0], NULL};
-        for (size_t q = 0; q < n; q++) {
-            size_t i = due[q].key.node->index;
-            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
-                if (!(h->slots[c].when <= now)) continue;
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (first && first->when <= now) {
+        /* Depth-first over the due part of the heap (a subtree at the root), through holes too
+         * (their children may be due). The stack holds at most 3 slots per level below the root
+         * plus 4 children, and 32-bit indexes make at most 17 levels. A timer that does not fit
+         * in the list (out of memory) is left for the next pass, with its subtree, so what fires
+         * now is still a prefix of the order. */
+        size_t stack[64], depth = 0;
+        stack[depth++] = 0;
+        while (depth) {
+            size_t i = stack[--depth];
+            if (h->slots[i].node) {
                 if (n == cap) {
                     due_timer *grown = rl_malloc(2 * cap * sizeof *grown);
                     if (!grown) {
@@ -452,10 +503,12 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
                     due = grown;
                     cap *= 2;
                 }
-                due[n++] = (due_timer){h->slots[c], NULL};
+                due[n++] = (due_timer){h->slots[i], NULL};
             }
+            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
+                if (h->slots[c].when <= now) stack[depth++] = c;
         }
-        sort_due(due, n);
+        if (n < 256 || !radix_sort_due(due, n)) sort_due(due, n);
         for (size_t q = 0; q < n; q++) due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
     }
     pthread_mutex_unlock(&loop->lock);

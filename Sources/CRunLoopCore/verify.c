@@ -43,6 +43,7 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
     const char *why = NULL;
     CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
     for (size_t i = 0; i < m->timers.count; i++) {
+        if (!m->timers.slots[i].node) continue; /* a hole (timer_heap.h) */
         rl_timer_entry *e = (rl_timer_entry *)m->timers.slots[i].node;
         rl_timer_t *t = rl_timer_of_node(&e->node);
         CHECK(e->mode == m, "mode %s: heap entry %zu belongs to another mode", m->name, i);
