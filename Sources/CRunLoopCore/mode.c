@@ -29,7 +29,8 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
         return NULL;
     }
     rl_ptrvec_init(&m->observers);
-    if (rl_ptrvec_push(&loop->modes, m)) {
+    m->id = (uint32_t)loop->modes.count;
+    if (loop->modes.count >= UINT32_MAX / 4 || rl_ptrvec_push(&loop->modes, m)) { /* ids fit in 30 bits */
         free(m->name);
         free(m);
         return NULL;

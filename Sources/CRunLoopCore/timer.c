@@ -4,7 +4,8 @@
  * (rl_timers_fire_due). A timer belongs to one loop at a time (its owner pointer); its fields are
  * guarded by that loop's lock, or by its item lock while it has no loop (see internal.h and
  * rl_owner_lock). A timer is one allocation whatever it does in one mode: its first entry is
- * inside it; each further mode chains one more entry.
+ * inside it; each further mode chains one more entry. An entry names its mode by the mode's id
+ * (its place in the loop's list), which the owner loop turns back into the mode.
  */
 #include "internal.h"
 
@@ -12,6 +13,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if UINTPTR_MAX == UINT64_MAX
+/* malloc serves 104 bytes from a 112-byte chunk; 105 would take 128 (crunloop.h: COSTS). */
+_Static_assert(sizeof(struct rl_timer) <= 104, "a timer outgrew its malloc size class");
+#endif
 
 static bool bad_time(double t) { return isnan(t) || t < 0; }
 
@@ -32,8 +38,21 @@ typedef struct {
     rl_timer_t *timer;
 } chained_entry;
 
+/* node.user of an entry: bit 0 marks a chained entry, the bits above hold the mode's id + 1. */
+enum { CHAINED = 1 };
+static inline bool is_chained(const rl_timer_entry *e) { return e->node.user & CHAINED; }
+static inline bool is_used(const rl_timer_entry *e) { return e->node.user >> 1; }
+static inline bool is_in(const rl_timer_entry *e, const rl_mode *mode) { return (e->node.user >> 1) == mode->id + 1; }
+static inline void set_mode(rl_timer_entry *e, const rl_mode *mode) {
+    e->node.user = (e->node.user & CHAINED) | (mode ? (mode->id + 1) << 1 : 0);
+}
+/* The mode of a used entry of a timer that loop owns. */
+static inline rl_mode *mode_of(const rl_loop_t *loop, const rl_timer_entry *e) {
+    return loop->modes.items[(e->node.user >> 1) - 1];
+}
+
 static inline rl_timer_t *timer_of(rl_timer_entry *e) {
-    if (e->node.user) return ((chained_entry *)e)->timer;
+    if (is_chained(e)) return ((chained_entry *)e)->timer;
     return (rl_timer_t *)((char *)e - offsetof(rl_timer_t, first));
 }
 
@@ -76,11 +95,11 @@ void rl_timer_destroy(rl_timer_t *t) {
 /* The timer's entry for mode, or NULL. Owner loop's lock. */
 static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
     for (rl_timer_entry *e = &t->first; e; e = e->next)
-        if (e->mode == mode) return e;
+        if (is_in(e, mode)) return e;
     return NULL;
 }
 
-static bool in_any_mode(const rl_timer_t *t) { return t->first.mode || t->first.next; }
+static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
 
 /* Slot i holds a timer whose callout is running, or a hole: either way the wake date passes
  * over it (its subtree still counts). */
@@ -97,18 +116,18 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
     rl_timer_entry *e = &t->first;
     chained_entry *c = NULL;
-    if (t->first.mode) {
+    if (is_used(&t->first)) {
         if (!(c = rl_malloc(sizeof *c))) return -ENOMEM;
         c->timer = t;
         e = &c->entry;
-        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .user = 1}};
+        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .index = RL_HEAP_NOT_IN_HEAP, .user = CHAINED}};
     }
     e->node.seq = ++loop->timer_seq;
     if (rl_heap_insert(&mode->timers, &e->node, atomic_load_explicit(&t->fire_date, memory_order_relaxed))) {
         free(c);
         return -ENOMEM;
     }
-    e->mode = mode;
+    set_mode(e, mode);
     if (c) { /* chained right after the inline entry */
         e->next = t->first.next;
         t->first.next = e;
@@ -125,13 +144,13 @@ static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
 /* Loop locked. True when the timer was in mode: the caller releases it once, unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     rl_timer_entry *prev = NULL, *e = &t->first;
-    while (e && e->mode != mode) {
+    while (e && !is_in(e, mode)) {
         prev = e;
         e = e->next;
     }
     if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
-    e->mode = NULL;
+    set_mode(e, NULL);
     if (prev) { /* a chained entry: unlink and free it */
         prev->next = e->next;
         free(e);
@@ -141,8 +160,9 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 }
 
 /* Any mode t is in, or NULL. Owner loop's lock. */
-static rl_mode *some_mode(const rl_timer_t *t) {
-    return t->first.mode ? t->first.mode : t->first.next ? t->first.next->mode : NULL;
+static rl_mode *some_mode(const rl_loop_t *loop, const rl_timer_t *t) {
+    const rl_timer_entry *e = is_used(&t->first) ? &t->first : t->first.next;
+    return e ? mode_of(loop, e) : NULL;
 }
 
 /* Claim t for loop. Loop locked. */
@@ -174,8 +194,8 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
             size_t joined = 0;
             for (rl_timer_entry *e = &t->first, *next; e; e = next) {
                 next = e->next;
-                if (!e->mode || e->node.seq <= seq0) continue;
-                if (rc) (void)rl_mode_remove_timer(loop, e->mode, t); /* all or nothing */
+                if (!is_used(e) || e->node.seq <= seq0) continue;
+                if (rc) (void)rl_mode_remove_timer(loop, mode_of(loop, e), t); /* all or nothing */
                 else joined++;
             }
             if (rc) {
@@ -239,7 +259,7 @@ bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
     if (loop->common_timers.count && rl_ptrset_remove(&loop->common_timers, t)) releases++;
-    for (rl_mode *m; (m = some_mode(t));)
+    for (rl_mode *m; (m = some_mode(loop, t));)
         if (rl_mode_remove_timer(loop, m, t)) releases++;
     rl_owner_clear(&t->loop);
     return releases;
@@ -273,10 +293,11 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
     for (rl_timer_entry *e = &t->first; e; e = e->next) {
-        if (!e->mode) continue;
+        if (!is_used(e)) continue;
+        rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
-        rl_heap_update(&e->mode->timers, &e->node, date);
-        rl_loop_timers_changed(loop, e->mode);
+        rl_heap_update(&mode->timers, &e->node, date);
+        rl_loop_timers_changed(loop, mode);
     }
 }
 
@@ -301,7 +322,7 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
     for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
-        if (e->mode) rl_loop_timers_changed(loop, e->mode);
+        if (is_used(e)) rl_loop_timers_changed(loop, mode_of(loop, e));
     rl_owner_unlock(&t->loop, loop);
     return 0;
 }
