@@ -141,7 +141,8 @@ static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
     rl_owner_clear(&t->loop);
 }
 
-/* Loop locked. True when the timer was in mode: the caller releases it once, unlocked. */
+/* Loop locked, t owned by loop. True when the timer was in mode: the caller releases it once,
+ * unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     rl_timer_entry *prev = NULL, *e = &t->first;
     while (e && !is_in(e, mode)) {
@@ -220,7 +221,11 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (rc) return rc;
     size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    if (rl_mode_name_is_common(name)) {
+    /* Entries name modes by id, which is a place in one loop's list: look only at a timer this
+     * loop owns (its owner becomes or stops being this loop only under this lock). */
+    if (atomic_load(&t->loop) != loop) {
+        /* not here */
+    } else if (rl_mode_name_is_common(name)) {
         if (rl_ptrset_remove(&loop->common_timers, t)) {
             releases++;
             for (size_t i = 0; i < loop->modes.count; i++) {
