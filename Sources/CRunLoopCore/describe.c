@@ -46,7 +46,7 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
         rl_mode_is_empty(m) ? " empty" : "");
     if (atomic_load(&m->blocks.count)) put(o, "    %zu block(s) queued for it\n", atomic_load(&m->blocks.count));
     if (!rl_mode_is_empty(m))
-        put(o, "    not empty because of %zu source(s) and %zu timer(s)\n", m->sources.count, m->timers.count);
+        put(o, "    not empty because of %zu source(s) and %zu timer(s)\n", m->sources.count, rl_heap_size(&m->timers));
     for (size_t i = 0; i < m->sources.capacity; i++) {
         rl_source_t *s = m->sources.slots[i];
         if (!s) continue;
@@ -61,6 +61,7 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
                 atomic_load(&s->valid) ? "" : " invalid", s->context.info);
     }
     for (size_t i = 0; i < m->timers.count; i++) {
+        if (!m->timers.slots[i].node) continue; /* a hole (timer_heap.h) */
         rl_timer_t *t = rl_timer_of_node(m->timers.slots[i].node);
         double fire = m->timers.slots[i].when;
         put(o, "    timer %p order %ld next fire %.6f (in %.6f s) interval %.6f tolerance %.6f%s info %p\n",

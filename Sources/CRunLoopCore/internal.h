@@ -81,6 +81,7 @@ typedef struct {
 typedef struct rl_mode {
     char *name;
     bool common;
+    uint32_t id;            /* its place in loop->modes, for good: a mode lives as long as its loop */
     rl_ptrset sources;      /* rl_source*, retained once per mode membership */
     rl_heap timers;         /* rl_timer_entry nodes, keyed by (fire date, order, seq) */
     rl_ptrvec observers;    /* rl_observer*, sorted by (order, seq) */
@@ -141,12 +142,14 @@ struct rl_source {
 /* A timer's place in one mode: its heap node and the mode. The first is inside the timer (one
  * mode costs no allocation); a timer in more modes chains further entries from it. */
 typedef struct rl_timer_entry {
-    rl_heap_node node;           /* first: the heap hands back nodes; node.user: 1 for a chained entry */
-    rl_mode *mode;               /* NULL: the inline entry is unused */
+    rl_heap_node node;           /* first: the heap hands back nodes. node.user is the entry's mode
+                                  * and kind: (mode id + 1) << 1, or 0 while the entry is unused,
+                                  * with bit 0 set for a chained entry (timer.c) */
     struct rl_timer_entry *next; /* the timer's further entries (owner loop's lock) */
 } rl_timer_entry;
 
-/* 112 bytes: with malloc's header and the 16-byte heap slot, 144 bytes per timer in one mode. */
+/* 104 bytes, which malloc serves from a 112-byte chunk: with the 16-byte heap slot, 128 bytes
+ * per timer in one mode. */
 struct rl_timer {
     rl_object obj;
     double interval;           /* immutable */
@@ -349,7 +352,9 @@ struct rl_loop {
     rl_counters counters;
 };
 
-RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop;
+/* Initial-exec: one load from the thread pointer, no __tls_get_addr call, in the shared library
+ * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
+RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
 /* The item lock of a timer or observer (locks.c). */
 RL_HIDDEN void rl_item_lock(const void *item);
@@ -357,7 +362,8 @@ RL_HIDDEN void rl_item_unlock(const void *item);
 
 /* Ownership of a timer or observer (loop.c): its owner pointer is NULL, a loop, or
  * RL_OWNER_BUSY while a thread changes the fields of the unowned item.
- * rl_owner_lock: lock the loop that owns item and return it retained; or, when no loop owns it,
+ * rl_owner_lock: lock the loop that owns item and return it, retained unless it is the calling
+ * thread's own loop (rl_tls_loop, which that thread keeps alive); or, when no loop owns it,
  * mark it BUSY and return NULL (the item's fields are the caller's to change). Undo with
  * rl_owner_unlock. */
 #define RL_OWNER_BUSY ((rl_loop_t *)(uintptr_t)1)

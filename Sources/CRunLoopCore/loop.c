@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-_Thread_local rl_loop_t *rl_tls_loop;
+_Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
 /* The main loop: created once under main_lock, then read without it. */
 static pthread_mutex_t main_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -140,14 +140,19 @@ rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
     for (;;) {
         rl_loop_t *loop = atomic_load(owner);
         if (loop && loop == rl_tls_loop) {
-            /* Our own loop cannot go away under us: no stripe on the loop thread's path. */
+            /* Our own loop cannot go away under us (this thread holds a reference to it until
+             * it exits): no stripe and no reference on the loop thread's path. */
             pthread_mutex_lock(&loop->lock);
-            if (atomic_load(owner) == loop) return rl_retain(loop);
+            if (atomic_load(owner) == loop) return loop;
             pthread_mutex_unlock(&loop->lock);
             continue;
         }
         rl_item_lock(item);
         loop = atomic_load(owner);
+        if (loop && loop == rl_tls_loop) { /* it moved to our loop meanwhile: the path above */
+            rl_item_unlock(item);
+            continue;
+        }
         if (!loop) {
             rl_loop_t *expected = NULL;
             bool busy = atomic_compare_exchange_strong(owner, &expected, RL_OWNER_BUSY);
@@ -174,7 +179,7 @@ void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop) {
         return;
     }
     pthread_mutex_unlock(&loop->lock);
-    rl_release(loop);
+    if (loop != rl_tls_loop) rl_release(loop); /* the reference another thread's lock took */
 }
 
 int rl_owner_claim(rl_loop_t *loop, _Atomic(rl_loop_t *) *owner) {
@@ -206,7 +211,8 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     if (!loop || rl_mode_check_name(mode) || rl_mode_name_is_common(mode)) return 0;
     pthread_mutex_lock(&loop->lock);
     rl_mode *m = rl_mode_find(loop, mode, false);
-    double date = m && m->timers.count ? rl_heap_top_when(&m->timers) : 0;
+    const rl_heap_slot *first = m ? rl_heap_first(&m->timers) : NULL;
+    double date = first ? first->when : 0;
     pthread_mutex_unlock(&loop->lock);
     return date;
 }
@@ -245,7 +251,8 @@ static rl_object *any_item(rl_loop_t *loop) {
     for (size_t i = 0; !item && i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
         for (size_t j = 0; !item && j < m->sources.capacity; j++) item = m->sources.slots[j];
-        if (!item && m->timers.count) item = &rl_timer_of_node(m->timers.slots[0].node)->obj;
+        const rl_heap_slot *first = item ? NULL : rl_heap_first(&m->timers);
+        if (first) item = &rl_timer_of_node(first->node)->obj;
         if (!item && m->observers.count) item = m->observers.items[0];
     }
     rl_ptrset *common[] = {&loop->common_sources, &loop->common_timers, &loop->common_observers};

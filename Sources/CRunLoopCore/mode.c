@@ -29,7 +29,8 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
         return NULL;
     }
     rl_ptrvec_init(&m->observers);
-    if (rl_ptrvec_push(&loop->modes, m)) {
+    m->id = (uint32_t)loop->modes.count;
+    if (loop->modes.count >= UINT32_MAX / 4 || rl_ptrvec_push(&loop->modes, m)) { /* ids fit in 30 bits */
         free(m->name);
         free(m);
         return NULL;
@@ -38,7 +39,7 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
 }
 
 bool rl_mode_is_empty(const rl_mode *mode) {
-    return mode->sources.count == 0 && mode->timers.count == 0;
+    return mode->sources.count == 0 && rl_heap_size(&mode->timers) == 0;
 }
 
 void rl_mode_free(rl_mode *mode) {

@@ -4,7 +4,8 @@
  * (rl_timers_fire_due). A timer belongs to one loop at a time (its owner pointer); its fields are
  * guarded by that loop's lock, or by its item lock while it has no loop (see internal.h and
  * rl_owner_lock). A timer is one allocation whatever it does in one mode: its first entry is
- * inside it; each further mode chains one more entry.
+ * inside it; each further mode chains one more entry. An entry names its mode by the mode's id
+ * (its place in the loop's list), which the owner loop turns back into the mode.
  */
 #include "internal.h"
 
@@ -12,6 +13,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if UINTPTR_MAX == UINT64_MAX
+/* malloc serves 104 bytes from a 112-byte chunk; 105 would take 128 (crunloop.h: COSTS). */
+_Static_assert(sizeof(struct rl_timer) <= 104, "a timer outgrew its malloc size class");
+#endif
 
 static bool bad_time(double t) { return isnan(t) || t < 0; }
 
@@ -32,8 +38,21 @@ typedef struct {
     rl_timer_t *timer;
 } chained_entry;
 
+/* node.user of an entry: bit 0 marks a chained entry, the bits above hold the mode's id + 1. */
+enum { CHAINED = 1 };
+static inline bool is_chained(const rl_timer_entry *e) { return e->node.user & CHAINED; }
+static inline bool is_used(const rl_timer_entry *e) { return e->node.user >> 1; }
+static inline bool is_in(const rl_timer_entry *e, const rl_mode *mode) { return (e->node.user >> 1) == mode->id + 1; }
+static inline void set_mode(rl_timer_entry *e, const rl_mode *mode) {
+    e->node.user = (e->node.user & CHAINED) | (mode ? (mode->id + 1) << 1 : 0);
+}
+/* The mode of a used entry of a timer that loop owns. */
+static inline rl_mode *mode_of(const rl_loop_t *loop, const rl_timer_entry *e) {
+    return loop->modes.items[(e->node.user >> 1) - 1];
+}
+
 static inline rl_timer_t *timer_of(rl_timer_entry *e) {
-    if (e->node.user) return ((chained_entry *)e)->timer;
+    if (is_chained(e)) return ((chained_entry *)e)->timer;
     return (rl_timer_t *)((char *)e - offsetof(rl_timer_t, first));
 }
 
@@ -76,14 +95,16 @@ void rl_timer_destroy(rl_timer_t *t) {
 /* The timer's entry for mode, or NULL. Owner loop's lock. */
 static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
     for (rl_timer_entry *e = &t->first; e; e = e->next)
-        if (e->mode == mode) return e;
+        if (is_in(e, mode)) return e;
     return NULL;
 }
 
-static bool in_any_mode(const rl_timer_t *t) { return t->first.mode || t->first.next; }
+static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
 
-static bool is_firing(const rl_heap *h, size_t i) {
-    return atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING;
+/* Slot i holds a timer whose callout is running, or a hole: either way the wake date passes
+ * over it (its subtree still counts). */
+static bool is_passed_over(const rl_heap *h, size_t i) {
+    return !h->slots[i].node || (atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING);
 }
 
 static double tolerance_of(const rl_heap *h, size_t i) {
@@ -95,18 +116,18 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
     rl_timer_entry *e = &t->first;
     chained_entry *c = NULL;
-    if (t->first.mode) {
+    if (is_used(&t->first)) {
         if (!(c = rl_malloc(sizeof *c))) return -ENOMEM;
         c->timer = t;
         e = &c->entry;
-        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .user = 1}};
+        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .index = RL_HEAP_NOT_IN_HEAP, .user = CHAINED}};
     }
     e->node.seq = ++loop->timer_seq;
     if (rl_heap_insert(&mode->timers, &e->node, atomic_load_explicit(&t->fire_date, memory_order_relaxed))) {
         free(c);
         return -ENOMEM;
     }
-    e->mode = mode;
+    set_mode(e, mode);
     if (c) { /* chained right after the inline entry */
         e->next = t->first.next;
         t->first.next = e;
@@ -120,16 +141,17 @@ static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
     rl_owner_clear(&t->loop);
 }
 
-/* Loop locked. True when the timer was in mode: the caller releases it once, unlocked. */
+/* Loop locked, t owned by loop. True when the timer was in mode: the caller releases it once,
+ * unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     rl_timer_entry *prev = NULL, *e = &t->first;
-    while (e && e->mode != mode) {
+    while (e && !is_in(e, mode)) {
         prev = e;
         e = e->next;
     }
     if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
-    e->mode = NULL;
+    set_mode(e, NULL);
     if (prev) { /* a chained entry: unlink and free it */
         prev->next = e->next;
         free(e);
@@ -139,8 +161,9 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 }
 
 /* Any mode t is in, or NULL. Owner loop's lock. */
-static rl_mode *some_mode(const rl_timer_t *t) {
-    return t->first.mode ? t->first.mode : t->first.next ? t->first.next->mode : NULL;
+static rl_mode *some_mode(const rl_loop_t *loop, const rl_timer_t *t) {
+    const rl_timer_entry *e = is_used(&t->first) ? &t->first : t->first.next;
+    return e ? mode_of(loop, e) : NULL;
 }
 
 /* Claim t for loop. Loop locked. */
@@ -172,8 +195,8 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
             size_t joined = 0;
             for (rl_timer_entry *e = &t->first, *next; e; e = next) {
                 next = e->next;
-                if (!e->mode || e->node.seq <= seq0) continue;
-                if (rc) (void)rl_mode_remove_timer(loop, e->mode, t); /* all or nothing */
+                if (!is_used(e) || e->node.seq <= seq0) continue;
+                if (rc) (void)rl_mode_remove_timer(loop, mode_of(loop, e), t); /* all or nothing */
                 else joined++;
             }
             if (rc) {
@@ -198,7 +221,11 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (rc) return rc;
     size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    if (rl_mode_name_is_common(name)) {
+    /* Entries name modes by id, which is a place in one loop's list: look only at a timer this
+     * loop owns (its owner becomes or stops being this loop only under this lock). */
+    if (atomic_load(&t->loop) != loop) {
+        /* not here */
+    } else if (rl_mode_name_is_common(name)) {
         if (rl_ptrset_remove(&loop->common_timers, t)) {
             releases++;
             for (size_t i = 0; i < loop->modes.count; i++) {
@@ -237,7 +264,7 @@ bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
     if (loop->common_timers.count && rl_ptrset_remove(&loop->common_timers, t)) releases++;
-    for (rl_mode *m; (m = some_mode(t));)
+    for (rl_mode *m; (m = some_mode(loop, t));)
         if (rl_mode_remove_timer(loop, m, t)) releases++;
     rl_owner_clear(&t->loop);
     return releases;
@@ -271,10 +298,11 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
     for (rl_timer_entry *e = &t->first; e; e = e->next) {
-        if (!e->mode) continue;
+        if (!is_used(e)) continue;
+        rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
-        rl_heap_update(&e->mode->timers, &e->node, date);
-        rl_loop_timers_changed(loop, e->mode);
+        rl_heap_update(&mode->timers, &e->node, date);
+        rl_loop_timers_changed(loop, mode);
     }
 }
 
@@ -299,7 +327,7 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
     for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
-        if (e->mode) rl_loop_timers_changed(loop, e->mode);
+        if (is_used(e)) rl_loop_timers_changed(loop, mode_of(loop, e));
     rl_owner_unlock(&t->loop, loop);
     return 0;
 }
@@ -315,8 +343,9 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
  */
 double rl_timers_wake_date(rl_mode *mode) {
     rl_heap *h = &mode->timers;
-    if (!h->count) return INFINITY;
-    if (!is_firing(h, 0) && tolerance_of(h, 0) == 0) return rl_heap_top_when(h); /* nothing is due earlier */
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (!first) return INFINITY;
+    if (!is_passed_over(h, 0) && tolerance_of(h, 0) == 0) return first->when; /* nothing is due earlier */
     enum { CAP = 32, STACK = 256 };
     size_t stack[STACK], depth = 0, visited = 0;
     double w = INFINITY;
@@ -325,7 +354,7 @@ double rl_timers_wake_date(rl_mode *mode) {
         size_t i = stack[--depth];
         double when = h->slots[i].when;
         if (when > w) continue;
-        if (!is_firing(h, i)) {
+        if (!is_passed_over(h, i)) {
             if (++visited > CAP) {
                 if (when < w) w = when;
                 continue;
@@ -388,6 +417,51 @@ static void sort_due(due_timer *d, size_t n) {
     }
 }
 
+/* A date's bits as an integer: dates are never negative, and the bits of non-negative doubles
+ * order as the numbers do. */
+static inline uint64_t date_bits(double when) {
+    uint64_t b;
+    memcpy(&b, &when, sizeof b);
+    return b;
+}
+
+/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 11 bits a pass,
+ * skipping the digits every date shares (dates due within a few milliseconds share their top
+ * twenty-odd bits), then each run of one date by (order, seq). O(n) a pass where the quicksort
+ * is O(n log n) with a comparison per step. False when there is no memory for the scratch
+ * array: the caller sorts in place instead. */
+static bool radix_sort_due(due_timer *d, size_t n) {
+    enum { BITS = 11, DIGITS = 1 << BITS };
+    due_timer *scratch = rl_malloc(n * sizeof *scratch);
+    if (!scratch) return false;
+    uint64_t first = date_bits(d[0].key.when), varying = 0;
+    for (size_t i = 1; i < n; i++) varying |= date_bits(d[i].key.when) ^ first;
+    due_timer *from = d, *to = scratch;
+    uint32_t at[DIGITS];
+    for (unsigned shift = 0; shift < 64; shift += BITS) {
+        if (!((varying >> shift) & (DIGITS - 1))) continue;
+        memset(at, 0, sizeof at);
+        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++;
+        uint32_t sum = 0;
+        for (size_t k = 0; k < DIGITS; k++) {
+            uint32_t c = at[k];
+            at[k] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++] = from[i];
+        due_timer *x = from;
+        from = to;
+        to = x;
+    }
+    if (from != d) memcpy(d, from, n * sizeof *d);
+    free(scratch);
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
+        if (j - i > 1) sort_due(d + i, j - i);
+    }
+    return true;
+}
+
 /* The first point of the grid fired + k * interval strictly after now, in O(1). */
 static double next_on_grid(double fired, double interval, double now) {
     double next = fired + interval;
@@ -432,15 +506,18 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     double now = rl_time_now();
     pthread_mutex_lock(&loop->lock);
     rl_heap *h = &run->mode->timers;
-    if (h->count && rl_heap_top_when(h) <= now) {
-        /* Breadth-first over the due part of the heap (a subtree at the root), with the list
-         * itself as the queue: an entry's children follow from its slot's index. A timer that
-         * does not fit (out of memory) is left for the next pass, with its subtree. */
-        due[n++] = (due_timer){h->slots[0], NULL};
-        for (size_t q = 0; q < n; q++) {
-            size_t i = due[q].key.node->index;
-            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
-                if (!(h->slots[c].when <= now)) continue;
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (first && first->when <= now) {
+        /* Depth-first over the due part of the heap (a subtree at the root), through holes too
+         * (their children may be due). The stack holds at most 3 slots per level below the root
+         * plus 4 children, and 32-bit indexes make at most 17 levels. A timer that does not fit
+         * in the list (out of memory) is left for the next pass, with its subtree, so what fires
+         * now is still a prefix of the order. */
+        size_t stack[64], depth = 0;
+        stack[depth++] = 0;
+        while (depth) {
+            size_t i = stack[--depth];
+            if (h->slots[i].node) {
                 if (n == cap) {
                     due_timer *grown = rl_malloc(2 * cap * sizeof *grown);
                     if (!grown) {
@@ -452,10 +529,12 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
                     due = grown;
                     cap *= 2;
                 }
-                due[n++] = (due_timer){h->slots[c], NULL};
+                due[n++] = (due_timer){h->slots[i], NULL};
             }
+            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
+                if (h->slots[c].when <= now) stack[depth++] = c;
         }
-        sort_due(due, n);
+        if (n < 256 || !radix_sort_due(due, n)) sort_due(due, n);
         for (size_t q = 0; q < n; q++) due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
     }
     pthread_mutex_unlock(&loop->lock);

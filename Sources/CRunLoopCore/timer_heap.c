@@ -1,4 +1,4 @@
-/* timer_heap.c - the 4-ary heap declared in timer_heap.h. */
+/* timer_heap.c - the 4-ary heap declared in timer_heap.h, with lazy removal. */
 #include "timer_heap.h"
 #include "alloc.h"
 
@@ -7,7 +7,7 @@
 
 static inline void place(rl_heap *h, size_t i, rl_heap_slot s) {
     h->slots[i] = s;
-    s.node->index = (uint32_t)i;
+    if (s.node) s.node->index = (uint32_t)i;
 }
 
 static void sift_up(rl_heap *h, size_t i) {
@@ -44,7 +44,41 @@ static void restore(rl_heap *h, size_t i) {
         sift_down(h, i);
 }
 
+/* After a burst, give memory back by halves; the gap between the grow and shrink points keeps a
+ * heap that hovers around a size from reallocating. Failing to shrink is harmless. */
+static void maybe_shrink(rl_heap *h) {
+    while (h->capacity > 256 && h->count <= h->capacity / 4) {
+        rl_heap_slot *smaller = realloc(h->slots, h->capacity / 2 * sizeof *smaller);
+        if (!smaller) return;
+        h->slots = smaller;
+        h->capacity /= 2;
+    }
+}
+
+/* Drop the holes and re-heap what is left, bottom-up: O(count). */
+static void compact(rl_heap *h) {
+    size_t n = 0;
+    for (size_t i = 0; i < h->count; i++)
+        if (h->slots[i].node) place(h, n++, h->slots[i]);
+    h->count = n;
+    h->holes = 0;
+    if (n > 1)
+        for (size_t i = (n - 2) / RL_HEAP_ARITY + 1; i-- > 0;) sift_down(h, i);
+    maybe_shrink(h);
+}
+
+/* Holes at the end of the array cost nothing to drop. */
+static void trim(rl_heap *h) {
+    while (h->count && !h->slots[h->count - 1].node) {
+        h->count--;
+        h->holes--;
+    }
+}
+
 int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+    if (h->count == h->capacity) {
+        if (h->holes) compact(h); /* room without growing, or at least a smaller copy */
+    }
     if (h->count == h->capacity) {
         size_t cap = h->capacity ? h->capacity * 2 : 8;
         if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
@@ -56,6 +90,7 @@ int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     size_t i = h->count++;
     place(h, i, (rl_heap_slot){when, node});
     sift_up(h, i);
+    trim(h); /* it may have traded places with a hole */
     return 0;
 }
 
@@ -63,37 +98,53 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     if (!rl_heap_contains(h, node)) return;
     size_t i = node->index;
     node->index = RL_HEAP_NOT_IN_HEAP;
-    rl_heap_slot last = h->slots[--h->count];
-    if (last.node != node) {
-        place(h, i, last);
-        restore(h, i);
+    h->slots[i].node = NULL;
+    h->holes++;
+    if (i == h->count - 1) {
+        trim(h);
+    } else {
+        sift_up(h, i); /* the key went down: past parents of the same date, if any */
+        if (h->holes * 2 > h->count) compact(h);
     }
-    /* After a burst, give memory back by halves; the gap between the grow and shrink points
-     * keeps a heap that hovers around a size from reallocating. Failing to shrink is harmless. */
-    if (h->capacity > 256 && h->count <= h->capacity / 4) {
-        rl_heap_slot *smaller = realloc(h->slots, h->capacity / 2 * sizeof *smaller);
-        if (smaller) {
-            h->slots = smaller;
-            h->capacity /= 2;
+    if (h->count <= h->capacity / 4) maybe_shrink(h);
+}
+
+const rl_heap_slot *rl_heap_first(rl_heap *h) {
+    if (h->count && !h->slots[0].node) {
+        /* Popping costs a sift each; when holes are a good part of the heap, one pass over it
+         * is cheaper than popping the ones on top one by one. */
+        if (h->holes * 8 >= h->count) {
+            compact(h);
+        } else {
+            while (h->count && !h->slots[0].node) {
+                h->holes--;
+                place(h, 0, h->slots[--h->count]);
+                if (h->count) sift_down(h, 0);
+            }
+            trim(h);
         }
     }
+    return h->count ? &h->slots[0] : NULL;
 }
 
 void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
     if (!rl_heap_contains(h, node)) return;
     h->slots[node->index].when = when;
     restore(h, node->index);
+    trim(h);
 }
 
 void rl_heap_free(rl_heap *h) {
     free(h->slots);
     h->slots = NULL;
-    h->count = h->capacity = 0;
+    h->count = h->capacity = h->holes = 0;
 }
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {
+    size_t holes = 0;
     for (size_t i = 0; i < h->count; i++) {
-        if (h->slots[i].node->index != i) {
+        if (!h->slots[i].node) holes++;
+        else if (h->slots[i].node->index != i) {
             *why = "a node's stored index is not its position";
             return false;
         }
@@ -101,6 +152,18 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
             *why = "a child orders before its parent";
             return false;
         }
+    }
+    if (holes != h->holes) {
+        *why = "the hole count is wrong";
+        return false;
+    }
+    if (h->count && !h->slots[h->count - 1].node) {
+        *why = "a hole at the end was not trimmed";
+        return false;
+    }
+    if (h->holes * 2 > h->count + 1) {
+        *why = "holes outnumber nodes";
+        return false;
     }
     return true;
 }

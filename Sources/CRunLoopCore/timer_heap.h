@@ -12,6 +12,17 @@
  * Why 4-ary: the children are adjacent, the tree is half as deep as a binary heap, and sift-down
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
  * near the top) this beats a binary heap.
+ *
+ * Removal is lazy. A removed node leaves a hole: its slot keeps the date and loses the node, so
+ * removing costs O(1) (a hole orders before the live slots of its date, so at most a few steps
+ * up restore the order) instead of a sift through every level. Holes leave in two ways: a hole
+ * that reaches the top is popped when someone asks for the earliest entry (rl_heap_first), and
+ * when holes are many the heap is compacted at once: the live slots are gathered and re-heaped
+ * in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires thousands of due one-shot
+ * timers, then costs O(n) in all instead of O(n log n). Holes never outnumber live slots by more
+ * than one, so memory stays within twice the live count (and the array shrinks after a burst).
+ * Whoever walks the slots directly (the timer phase, the wake date, describe, verify) skips holes:
+ * a hole's node is NULL.
  */
 #ifndef RL_TIMER_HEAP_H
 #define RL_TIMER_HEAP_H
@@ -37,20 +48,23 @@ typedef struct {
 
 typedef struct {
     rl_heap_slot *slots;
-    size_t count, capacity;
+    size_t count;    /* slots in use, holes included */
+    size_t capacity;
+    size_t holes;    /* slots whose node was removed (node NULL) */
 } rl_heap;
 
 #define RL_HEAP_ARITY 4
 
+/* A hole orders before every live slot of its date: making a hole only ever lowers a key. */
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
+    if (!a->node || !b->node) return !a->node && b->node;
     if (a->node->order != b->node->order) return a->node->order < b->node->order;
     return a->node->seq < b->node->seq;
 }
 
-static inline rl_heap_node *rl_heap_top(const rl_heap *h) { return h->count ? h->slots[0].node : NULL; }
-/* The earliest date, INFINITY-free: callers check count first. */
-static inline double rl_heap_top_when(const rl_heap *h) { return h->slots[0].when; }
+/* How many nodes the heap holds (holes not counted). */
+static inline size_t rl_heap_size(const rl_heap *h) { return h->count - h->holes; }
 /* The date node is keyed at; node must be in h. */
 static inline double rl_heap_when(const rl_heap *h, const rl_heap_node *node) { return h->slots[node->index].when; }
 static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) {
@@ -60,11 +74,15 @@ static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) 
 /* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
  * the heap is down to a quarter of it (above 256 slots). */
 __attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
+/* Take node out (nothing when it is not in h). O(1) amortized: it leaves a hole. */
 __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_node *node);
+/* The earliest live slot, or NULL when the heap holds no node. Pops the holes at the top first
+ * (or compacts, when holes are many), so it mutates: call it where h may be written. */
+__attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap *h);
 /* Give node (in h) the key (when, its order, its seq) and restore the order. */
 __attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node, double when);
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
-/* Check every invariant (parent <= child, stored indexes); returns false and names the first
+/* Check every invariant (parent <= child, stored indexes, the hole count); returns false and names the first
  * broken one in *why. The tests call it after mutations. */
 __attribute__((visibility("hidden"))) bool rl_heap_verify(const rl_heap *h, const char **why);
 

@@ -43,16 +43,19 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
     const char *why = NULL;
     CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
     for (size_t i = 0; i < m->timers.count; i++) {
+        if (!m->timers.slots[i].node) continue; /* a hole (timer_heap.h) */
         rl_timer_entry *e = (rl_timer_entry *)m->timers.slots[i].node;
         rl_timer_t *t = rl_timer_of_node(&e->node);
-        CHECK(e->mode == m, "mode %s: heap entry %zu belongs to another mode", m->name, i);
+        CHECK(e->node.user >> 1 == m->id + 1, "mode %s: heap entry %zu belongs to another mode", m->name, i);
+        CHECK(loop->modes.items[m->id] == m, "mode %s: its id is not its place", m->name);
         CHECK(atomic_load(&t->loop) == loop, "mode %s: timer %p is in the heap but owned by %p", m->name,
               (void *)t, (void *)atomic_load(&t->loop));
         bool listed = false;
         for (rl_timer_entry *f = &t->first; f; f = f->next) {
             listed |= f == e;
-            CHECK(f == e || f->mode != m, "mode %s: timer %p has two entries in it", m->name, (void *)t);
-            CHECK(f == &t->first || (f->node.user && f->mode), "mode %s: timer %p chains a bad entry", m->name, (void *)t);
+            CHECK(f == e || f->node.user >> 1 != m->id + 1, "mode %s: timer %p has two entries in it", m->name, (void *)t);
+            CHECK(f == &t->first ? !(f->node.user & 1) : (f->node.user & 1) && f->node.user >> 1,
+                  "mode %s: timer %p chains a bad entry", m->name, (void *)t);
         }
         CHECK(listed, "mode %s: timer %p does not list its heap entry", m->name, (void *)t);
         CHECK(m->timers.slots[i].when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f",

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #define EM "errors-mode"
@@ -612,6 +613,27 @@ RLT_TEST(errors_timer_and_observer_in_another_loop) {
     RLT_CHECK_EQ(rl_loop_add_observer(other.loop, o, EM), -EBUSY);
     RLT_CHECK(!rl_loop_contains_timer(other.loop, t, EM));
     RLT_CHECK(!rl_loop_contains_observer(other.loop, o, EM));
+    /* Removing from the other loop finds nothing, also by the names of modes both loops have
+     * (16 of them, made in the same order, so some share their place in each loop's list), and
+     * the owner keeps it. */
+    rl_timer_t *t2 = rl_timer_create(rl_time_now() + 100, 0, 0, c_timer, NULL);
+    rl_timer_t *k2 = rl_timer_create(rl_time_now() + 100, 0, 0, c_timer, NULL);
+    RLT_CHECK(t2 && k2);
+    char names[16][16];
+    for (int i = 0; i < 16; i++) {
+        snprintf(names[i], sizeof names[i], "errors.x%d", i);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, t2, names[i]), 0);
+        RLT_CHECK_EQ(rl_loop_add_timer(other.loop, k2, names[i]), 0);
+    }
+    for (int i = 0; i < 16; i++) {
+        RLT_CHECK_EQ(rl_loop_remove_timer(other.loop, t2, names[i]), -ENOENT);
+        RLT_CHECK(rl_loop_contains_timer(loop, t2, names[i]));
+    }
+    RLT_CHECK_EQ(rl_loop_remove_timer(other.loop, t, EM), -ENOENT);
+    rl_timer_invalidate(t2);
+    rl_timer_invalidate(k2);
+    rl_release(t2);
+    rl_release(k2);
     /* A source, unlike them, may be in two loops. */
     RLT_CHECK_EQ(rl_loop_add_source(loop, s, EM), 0);
     RLT_CHECK_EQ(rl_loop_add_source(other.loop, s, EM), 0);

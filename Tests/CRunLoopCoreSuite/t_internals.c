@@ -37,6 +37,7 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
     const char *why = "";
     uint64_t seq = 0;
     size_t peak = 0;
+    bool saw_holes = false;
     for (int i = 0; i < NODES; i++) nodes[i].index = RL_HEAP_NOT_IN_HEAP, in[i] = false;
     for (int step = 0; step < STEPS; step++) {
         int i = (int)(rng() % NODES);
@@ -64,29 +65,82 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
             rl_heap_free(&h);
             return;
         }
-        /* The top is the least of the nodes in the heap, and every slot has its node's date. */
-        const rl_heap_node *top = rl_heap_top(&h);
-        for (int k = 0; top && k < NODES; k += 97)
-            if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] ||
-                          key_less(when[k], &nodes[k], rl_heap_top_when(&h), top))) {
-                rlt_fail(__FILE__, __LINE__, "node %d misplaced or misdated at step %d", k, step);
-                rl_heap_free(&h);
-                return;
-            }
+        /* Removal leaves holes, so the count of slots and of nodes differ; the nodes are all
+         * there with their dates. Now and then the earliest entry is asked for (which pops the
+         * holes above it): it is the least of the model's nodes. */
+        size_t live = 0;
+        for (int k = 0; k < NODES; k++) live += in[k];
+        RLT_CHECK_EQ(rl_heap_size(&h), live);
+        if (step % 7 == 0) {
+            const rl_heap_slot *first = rl_heap_first(&h);
+            RLT_CHECK_EQ(first != NULL, live > 0);
+            for (int k = 0; first && k < NODES; k++)
+                if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] ||
+                              key_less(when[k], &nodes[k], first->when, first->node))) {
+                    rlt_fail(__FILE__, __LINE__, "node %d misplaced or misdated at step %d", k, step);
+                    rl_heap_free(&h);
+                    return;
+                }
+            RLT_CHECK(!first || first->node);
+        }
+        if (h.holes) saw_holes = true;
     }
+    RLT_CHECK(saw_holes);
     /* Draining pops in key order, and the array shrinks as the heap empties. */
     rl_heap_node *last = NULL;
     double last_when = 0;
-    while (h.count) {
-        rl_heap_node *top = rl_heap_top(&h);
-        double top_when = rl_heap_top_when(&h);
+    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
+        rl_heap_node *top = first->node;
+        double top_when = first->when;
         RLT_CHECK(!last || !key_less(top_when, top, last_when, last));
         rl_heap_remove(&h, top);
         last = top;
         last_when = top_when;
     }
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
     RLT_CHECK(peak > 256);
     RLT_CHECK(h.capacity <= 512);
+    rl_heap_free(&h);
+}
+
+/* Removing most of a big heap's nodes costs no sift each: holes pile up until they outnumber
+ * the nodes, then one compaction drops them. Removing nodes from the top (as firing one-shot
+ * timers in order does) leaves holes there, which the next look at the earliest entry clears. */
+RLT_TEST(heap_removal_is_lazy_and_compacts_when_holes_outnumber_nodes) {
+    enum { N = 4096 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    const char *why = "";
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
+    }
+    size_t most_holes = 0;
+    for (int i = 0; i < N; i += 2) { /* every other node, scattered over the heap */
+        rl_heap_remove(&h, &nodes[i]);
+        if (h.holes > most_holes) most_holes = h.holes;
+        RLT_CHECK(h.holes * 2 <= h.count + 1);
+    }
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    RLT_CHECK(most_holes >= N / 4); /* lazy: they were not removed one by one */
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N / 2);
+    /* Remove the 100 earliest without asking for the top: holes gather at the top. */
+    for (int k = 0; k < 100; k++) {
+        rl_heap_node *least = NULL;
+        for (int i = 1; i < N; i += 2)
+            if (rl_heap_contains(&h, &nodes[i]) &&
+                (!least || key_less(rl_heap_when(&h, &nodes[i]), &nodes[i], rl_heap_when(&h, least), least)))
+                least = &nodes[i];
+        rl_heap_remove(&h, least);
+    }
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    const rl_heap_slot *first = rl_heap_first(&h);
+    RLT_CHECK(first != NULL && first->node != NULL);
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    for (int i = 1; i < N; i += 2)
+        if (rl_heap_contains(&h, &nodes[i]))
+            RLT_CHECK(!key_less(rl_heap_when(&h, &nodes[i]), &nodes[i], first->when, first->node));
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N / 2 - 100);
     rl_heap_free(&h);
 }
 
@@ -300,8 +354,8 @@ RLT_TEST(claims_and_changes_of_an_unowned_timer_do_not_overlap) {
         RLT_CHECK_EQ(rl_loop_add_timer(loop, m.timer, "claims"), 0);
         pthread_mutex_lock(&loop->lock);
         rl_mode *mode = rl_mode_find(loop, "claims", false);
-        if (!mode || mode->timers.count != 1 ||
-            rl_heap_top_when(&mode->timers) != atomic_load(&m.timer->fire_date))
+        const rl_heap_slot *first = mode ? rl_heap_first(&mode->timers) : NULL;
+        if (!first || rl_heap_size(&mode->timers) != 1 || first->when != atomic_load(&m.timer->fire_date))
             mismatches++;
         pthread_mutex_unlock(&loop->lock);
         RLT_CHECK_EQ(rl_loop_remove_timer(loop, m.timer, "claims"), 0);

@@ -550,45 +550,61 @@ RLT_TEST(nested_run_inside_a_timer_callout_sleeps_instead_of_spinning) {
 }
 
 /* More due timers than the timer phase sorts without allocating, many with one fire date: they
- * fire in (date, order, scheduling) order, each once, in one pass. */
-typedef struct { int fired[200], n; } fire_log;
+ * fire in (date, order, scheduling) order, each once, in one pass. 150 take the in-place sort;
+ * 1500 take the radix sort, and with every fifth removed before the pass the due part of the
+ * heap is full of holes (lazy removal) that the phase must walk through. */
+enum { MANY = 1500 };
+typedef struct { int fired[MANY], n; } fire_log;
 static fire_log the_log;
 static void log_fire_id(rl_timer_t *t, void *info) {
     (void)t;
     the_log.fired[the_log.n++] = (int)(intptr_t)info;
 }
 
-RLT_TEST(many_due_timers_fire_by_date_then_order_then_scheduling) {
-    enum { N = 150 };
+static void fire_many(int n, bool remove_some) {
+    static double date[MANY];
+    static long order[MANY];
+    static bool removed[MANY];
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *timers[MANY];
     double now = rl_time_now(), shared = now + 0.02;
-    double date[N];
-    long order[N];
+    int expected = 0;
     the_log.n = 0;
     RLT_CHECK(tt_keepalive(DEF) != NULL);
-    for (int i = 0; i < N; i++) {
-        double asked = i % 3 == 0 ? now + 0.001 * (double)(i % 7) : shared; /* 100 share a date */
+    for (int i = 0; i < n; i++) {
+        double asked = i % 3 == 0 ? now + 0.001 * (double)(i % 7) : shared; /* 2 in 3 share a date */
         order[i] = (long)((i * 7) % 5);
         rl_context_t c = {(void *)(intptr_t)i, NULL, NULL};
-        rl_timer_t *t = rl_timer_create(asked, 0, order[i], log_fire_id, &c);
+        rl_timer_t *t = timers[i] = rl_timer_create(asked, 0, order[i], log_fire_id, &c);
         RLT_CHECK(t != NULL);
         date[i] = rl_timer_get_next_fire_date(t); /* a date in the past became its creation time */
-        RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
-        rl_release(t);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        removed[i] = remove_some && i % 5 == 2;
+        if (removed[i]) RLT_CHECK_EQ(rl_loop_remove_timer(loop, timers[i], DEF), 0);
+        else expected++;
+        rl_release(timers[i]);
     }
     tt_sleep(0.03);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
-    RLT_CHECK_EQ(the_log.n, N);
-    for (int k = 1; k < the_log.n; k++) {
-        int a = the_log.fired[k - 1], b = the_log.fired[k];
+    RLT_CHECK_EQ(the_log.n, expected);
+    for (int k = 0; k < the_log.n; k++) {
+        int a = k ? the_log.fired[k - 1] : -1, b = the_log.fired[k];
         /* scheduled in index order, so a tie of date and order goes by index */
-        bool in_order = date[a] < date[b] || (date[a] == date[b] && (order[a] < order[b] ||
-                                               (order[a] == order[b] && a < b)));
-        if (!in_order) {
-            rlt_fail(__FILE__, __LINE__, "timer %d fired after %d", b, a);
+        bool in_order = a < 0 || date[a] < date[b] || (date[a] == date[b] && (order[a] < order[b] ||
+                                                        (order[a] == order[b] && a < b)));
+        if (!in_order || removed[b]) {
+            rlt_fail(__FILE__, __LINE__, "timer %d fired after %d%s", b, a, removed[b] ? " (it was removed)" : "");
             break;
         }
     }
+    /* Only the keep-alive timer is left: the holes the fired ones left are no timer's date. */
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, DEF) > now + 1000);
 }
+
+RLT_TEST(many_due_timers_fire_by_date_then_order_then_scheduling) { fire_many(150, false); }
+RLT_TEST(thousands_of_due_timers_fire_in_order_through_removed_ones) { fire_many(MANY, true); }
 
 /* A timer in three modes is one object with chained entries: removing it from the middle mode
  * keeps the others, and it fires once per run of each mode it is still in. */

@@ -82,10 +82,14 @@
  *   sleeps. A loop that has just performed signalled sources looks for another wakeup for up
  *   to 5 microseconds before it sleeps, which keeps a busy producer from paying for a sleep
  *   and a wakeup per signal; an idle loop never spins.
- *   Timers: a timer is one allocation of 112 bytes (plus 16 bytes in the heap of each mode it
- *   is in; a second and further mode costs one more small allocation each). Adding, removing
- *   and rearming are O(log n) in the mode's timers and take only the loop's lock; a pass that
- *   fires k due timers sorts them in O(k log k) and allocates only when k > 32. Ownership
+ *   Timers: a timer is one allocation of 104 bytes (plus 16 bytes in the heap of each mode it
+ *   is in; a second and further mode costs one more small allocation each): 128 bytes in all
+ *   with glibc's malloc, for a timer in one mode. Adding and rearming are O(log n) in the
+ *   mode's timers and take only the loop's lock. Removing (and the removal of a fired one-shot
+ *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
+ *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
+ *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
+ *   radix sort in O(k) above) and allocates only when k > 32. Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
