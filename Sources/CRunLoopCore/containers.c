@@ -6,17 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rl_ptrvec_init(rl_ptrvec *v) {
-    v->items = v->inline_items;
-    v->count = 0;
-    v->capacity = sizeof v->inline_items / sizeof v->inline_items[0];
-}
-
-void rl_ptrvec_free(rl_ptrvec *v) {
-    if (v->items == v->inline_items) {
-        v->count = 0;
-        return;
-    }
+void rl_ptrvec_free_allocated(rl_ptrvec *v) {
     free(v->items);
     rl_ptrvec_init(v);
 }
@@ -118,17 +108,7 @@ void rl_ptrset_free(rl_ptrset *s) {
     s->count = s->capacity = 0;
 }
 
-void rl_ready_vec_init(rl_ready_vec *v) {
-    v->items = v->inline_items;
-    v->count = 0;
-    v->capacity = sizeof v->inline_items / sizeof v->inline_items[0];
-}
-
-void rl_ready_vec_free(rl_ready_vec *v) {
-    if (v->items == v->inline_items) {
-        v->count = 0;
-        return;
-    }
+void rl_ready_vec_free_allocated(rl_ready_vec *v) {
     free(v->items);
     rl_ready_vec_init(v);
 }

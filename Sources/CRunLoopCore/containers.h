@@ -23,8 +23,18 @@ typedef struct {
     void *inline_items[16];
 } rl_ptrvec;
 
-RL_HIDDEN void rl_ptrvec_init(rl_ptrvec *v);
-RL_HIDDEN void rl_ptrvec_free(rl_ptrvec *v);
+/* Init and free are inline: every run sets up and frees vectors on its stack frame, and they
+ * seldom leave their inline storage. Free leaves the vector empty and usable. */
+static inline void rl_ptrvec_init(rl_ptrvec *v) {
+    v->items = v->inline_items;
+    v->count = 0;
+    v->capacity = sizeof v->inline_items / sizeof v->inline_items[0];
+}
+RL_HIDDEN void rl_ptrvec_free_allocated(rl_ptrvec *v);
+static inline void rl_ptrvec_free(rl_ptrvec *v) {
+    if (v->items == v->inline_items) v->count = 0;
+    else rl_ptrvec_free_allocated(v); /* or never initialized (zeroed) */
+}
 RL_HIDDEN int rl_ptrvec_grow_and_push(rl_ptrvec *v, void *item);
 static inline int rl_ptrvec_push(rl_ptrvec *v, void *item) {
     if (v->items && v->count < v->capacity) { /* the hot case, inline */
@@ -82,8 +92,16 @@ typedef struct {
     rl_ready inline_items[16];
 } rl_ready_vec;
 
-RL_HIDDEN void rl_ready_vec_init(rl_ready_vec *v);
-RL_HIDDEN void rl_ready_vec_free(rl_ready_vec *v);
+static inline void rl_ready_vec_init(rl_ready_vec *v) {
+    v->items = v->inline_items;
+    v->count = 0;
+    v->capacity = sizeof v->inline_items / sizeof v->inline_items[0];
+}
+RL_HIDDEN void rl_ready_vec_free_allocated(rl_ready_vec *v);
+static inline void rl_ready_vec_free(rl_ready_vec *v) {
+    if (v->items == v->inline_items) v->count = 0;
+    else rl_ready_vec_free_allocated(v);
+}
 RL_HIDDEN int rl_ready_vec_grow_and_push(rl_ready_vec *v, rl_ready item);
 static inline int rl_ready_vec_push(rl_ready_vec *v, struct rl_source *source, long order, unsigned events) {
     rl_ready item = {source, order, events};

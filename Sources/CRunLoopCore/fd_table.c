@@ -355,7 +355,7 @@ int rl_fd_table_renew(rl_loop_t *loop) {
     return rc;
 }
 
-void rl_fd_table_unpark(rl_loop_t *loop) {
+void rl_fd_table_unpark_all(rl_loop_t *loop) {
     while (loop->fds.parked.count) {
         int fd = (int)(uintptr_t)loop->fds.parked.items[loop->fds.parked.count - 1];
         (void)refresh(loop, &loop->fds.watches[fd], fd); /* unparks it */

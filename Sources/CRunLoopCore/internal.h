@@ -89,10 +89,14 @@ typedef struct rl_mode {
     rl_block_queue blocks;  /* blocks queued for this mode by name */
 } rl_mode;
 
-/* Find a mode by name; create it when create is set. NULL for RL_COMMON_MODES. loop locked. */
-RL_HIDDEN rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create);
+/* Find a mode by name; create it when create is set. NULL for RL_COMMON_MODES. loop locked.
+ * The default mode, named by the RL_DEFAULT_MODE pointer, is found inline with no strcmp. */
+RL_HIDDEN rl_mode *rl_mode_find_by_name(rl_loop_t *loop, const char *name, bool create);
+static inline rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create);
 RL_HIDDEN bool rl_mode_name_is_common(const char *name);
-RL_HIDDEN bool rl_mode_is_empty(const rl_mode *mode);
+static inline bool rl_mode_is_empty(const rl_mode *mode) {
+    return mode->sources.count == 0 && rl_heap_size(&mode->timers) == 0;
+}
 /* Whether source is in any mode of loop. loop locked. */
 RL_HIDDEN bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *source);
 RL_HIDDEN void rl_mode_free(rl_mode *mode);
@@ -270,7 +274,10 @@ struct rl_run_frame;
  * the epoll set when one keeps coming. Returns whether a source was called. n > 0; takes the
  * lock. */
 RL_HIDDEN bool rl_fd_table_dispatch(rl_loop_t *loop, struct rl_run_frame *run, const rl_wait_event *events, int n);
-RL_HIDDEN void rl_fd_table_unpark(rl_loop_t *loop);
+/* Give every parked fd back its full registration (a run starts or ends): inline when none is
+ * parked, the usual case. loop locked. */
+RL_HIDDEN void rl_fd_table_unpark_all(rl_loop_t *loop);
+static inline void rl_fd_table_unpark(rl_loop_t *loop);
 /* After fork, in the child: new kernel objects, every fd registered again. */
 RL_HIDDEN int rl_fd_table_renew(rl_loop_t *loop);
 RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
@@ -356,6 +363,15 @@ struct rl_loop {
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
+static inline void rl_fd_table_unpark(rl_loop_t *loop) {
+    if (loop->fds.parked.count) rl_fd_table_unpark_all(loop);
+}
+
+static inline rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
+    if (name == RL_DEFAULT_MODE && loop->default_mode) return loop->default_mode;
+    return rl_mode_find_by_name(loop, name, create);
+}
+
 /* The item lock of a timer or observer (locks.c). */
 RL_HIDDEN void rl_item_lock(const void *item);
 RL_HIDDEN void rl_item_unlock(const void *item);
@@ -381,6 +397,12 @@ RL_HIDDEN void rl_items_quiesce(void);
 RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
 /* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
 RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
+/* The date of mode's earliest timer, INFINITY when it has none: a pass that polls looks at the
+ * heap only once that date is due. loop locked. */
+static inline double rl_timers_earliest(rl_mode *mode) {
+    const rl_heap_slot *first = rl_heap_first(&mode->timers); /* pops holes at the top */
+    return first ? first->when : __builtin_inf();
+}
 /* The timer phase of a pass of run: fire the timers of run->mode due now, in (fire date, order,
  * scheduling) order, each only if an earlier callout left it due, valid and in this loop. One-shot
  * timers are invalidated after their callout, repeating ones move to their next grid point.
@@ -389,10 +411,19 @@ RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
 RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
+/* A first look from the loop's thread, without the lock: false when no source is signalled or
+ * deferred, and then rl_sources_perform_signalled would do nothing. (deferred is written only by
+ * this thread, under the lock; signalled is a seq_cst load, after the pass began: wake.c.) */
+static inline bool rl_sources_may_be_signalled(rl_loop_t *loop) {
+    return loop->deferred || atomic_load(&loop->signalled);
+}
 /* A run starts inside a callout of the pass of frame outer: the sources that pass took and has
  * not performed yet go back to the loop's queue too, so that the nested run performs those of
  * its mode (as CF's does); the outer pass skips any it performed. */
-RL_HIDDEN void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer);
+RL_HIDDEN void rl_sources_share_held(rl_loop_t *loop, rl_run_frame *outer);
+static inline void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
+    if (outer && outer->unperformed) rl_sources_share_held(loop, outer);
+}
 /* Free the links of a loop being destroyed that are still queued (all dead by then). */
 RL_HIDDEN void rl_links_free_queued(rl_loop_t *loop);
 

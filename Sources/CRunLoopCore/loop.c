@@ -57,8 +57,9 @@ static void thread_exited(void *value) {
 
 static void make_key(void) { key_error = pthread_key_create(&exit_key, thread_exited); }
 
-rl_loop_t *rl_loop_get_current(void) {
-    if (rl_tls_loop) return rl_tls_loop;
+/* The thread's first call: out of line, so that every later call is a load and a return with no
+ * registers to save. */
+static __attribute__((noinline)) rl_loop_t *make_current(void) {
     pthread_once(&key_once, make_key);
     if (key_error) {
         errno = key_error; /* EAGAIN: the process has no thread-specific key left */
@@ -80,6 +81,11 @@ rl_loop_t *rl_loop_get_current(void) {
     }
     rl_tls_loop = loop;
     return loop;
+}
+
+rl_loop_t *rl_loop_get_current(void) {
+    rl_loop_t *loop = rl_tls_loop;
+    return loop ? loop : make_current();
 }
 
 rl_loop_t *rl_loop_get_main(void) {

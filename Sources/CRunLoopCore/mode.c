@@ -15,8 +15,7 @@ bool rl_mode_name_is_common(const char *name) {
     return name != RL_DEFAULT_MODE && strcmp(name, RL_COMMON_MODES) == 0; /* the default: no strcmp */
 }
 
-rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
-    if (name == RL_DEFAULT_MODE && loop->default_mode) return loop->default_mode; /* no strcmp */
+rl_mode *rl_mode_find_by_name(rl_loop_t *loop, const char *name, bool create) {
     if (rl_mode_name_is_common(name)) return NULL;
     for (size_t i = 0; i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
@@ -36,10 +35,6 @@ rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
         return NULL;
     }
     return m;
-}
-
-bool rl_mode_is_empty(const rl_mode *mode) {
-    return mode->sources.count == 0 && rl_heap_size(&mode->timers) == 0;
 }
 
 void rl_mode_free(rl_mode *mode) {

@@ -14,14 +14,41 @@
 #define RL_TIMEOUT_LIMIT 504911232.0
 #define RL_WAIT_BATCH RL_WAIT_MAX_EVENTS
 
-/* Observer and block phases with nothing to do cost a load or two each, not a call. */
-static inline void notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) {
-    if (atomic_load_explicit(&run->mode->observer_mask, memory_order_relaxed) & activity)
-        rl_observers_notify(loop, run, activity);
+/* Observer, block and signalled-source phases with nothing to do cost a load or two each, not a
+ * call. Each says whether it may have called out (then what the pass read under the lock before
+ * may be stale: a callout can add and remove anything). */
+static inline bool notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) {
+    if (!(atomic_load_explicit(&run->mode->observer_mask, memory_order_relaxed) & activity)) return false;
+    rl_observers_notify(loop, run, activity);
+    return true;
 }
 
-static inline void blocks(rl_loop_t *loop, rl_run_frame *run) {
-    if (rl_blocks_may_be_pending(loop, run->mode)) rl_blocks_run(loop, run);
+static inline bool blocks(rl_loop_t *loop, rl_run_frame *run) {
+    if (!rl_blocks_may_be_pending(loop, run->mode)) return false;
+    rl_blocks_run(loop, run);
+    return true;
+}
+
+/* Returns whether a source was performed; *called_out whether the phase ran at all. */
+static inline bool signalled_sources(rl_loop_t *loop, rl_run_frame *run, bool *called_out) {
+    if (!rl_sources_may_be_signalled(loop)) return false;
+    *called_out = true;
+    return rl_sources_perform_signalled(loop, run);
+}
+
+/* What a pass that only polls needs from the loop's locked state: whether the epoll set watches
+ * any fd (else there is nothing to ask the kernel), and the date of the mode's earliest timer
+ * (else the timer phase has nothing to look at). Read under the lock; current until something
+ * calls out, as far as this thread is concerned (another thread's change made meanwhile is one
+ * made after the pass looked). */
+typedef struct {
+    bool watching_fds;
+    double earliest;
+} poll_state;
+
+static inline void read_poll_state(rl_loop_t *loop, rl_mode *mode, poll_state *state) {
+    state->watching_fds = loop->fds.in_set > 0;
+    state->earliest = rl_timers_earliest(mode);
 }
 
 static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
@@ -38,28 +65,40 @@ static bool stop_requested(rl_run_frame *run) {
     return atomic_load_explicit(&run->stopped, memory_order_relaxed) && atomic_exchange(&run->stopped, false);
 }
 
-/* Block in epoll_wait, or just poll; store the ready fds in events. Returns how many. */
-static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wait_event *events) {
-    pthread_mutex_lock(&loop->lock);
-    double deadline = rl_timers_wake_date(run->mode);
-    if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
-    /* A block queued for this mode must run before the loop sleeps, and a stop be seen: each
-     * comes with a wakeup, which this pass's start may have cleared (wake.c). Both are set under
-     * the lock. */
-    bool block = !poll && !rl_blocks_pending(loop, run->mode) &&
-                 !atomic_load_explicit(&run->stopped, memory_order_relaxed);
-    if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
-    /* Arm for the earliest of the mode's timers (within tolerances) and the run's timeout, but
-     * only for a wait: a poll finds due timers by their dates, so a loop that polls (a pass per
-     * frame, say) adds and fires timers with no timerfd_settime, which costs ~18 us on a VM. */
-    if (block) rl_wait_arm(&loop->wait, deadline);
-    bool watching_fds = loop->fds.in_set > 0;
-    pthread_mutex_unlock(&loop->lock);
+/* Block in epoll_wait, or just poll; store the ready fds in events. Returns how many. A poll
+ * takes state (read under the lock since the last callout) as current, or reads it; any wait
+ * leaves in state->earliest the date from which the timer phase must look at the heap: the
+ * earliest timer's after a poll, -INFINITY (look now) after blocking, as other threads may have
+ * changed the timers meanwhile (that is what woke the loop, maybe). */
+static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool state_current,
+                           poll_state *state, rl_wait_event *events) {
+    bool block = false;
+    double deadline = 0;
+    if (!poll || !state_current) {
+        pthread_mutex_lock(&loop->lock);
+        read_poll_state(loop, run->mode, state);
+        if (!poll) {
+            deadline = rl_timers_wake_date(run->mode);
+            if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+            /* A block queued for this mode must run before the loop sleeps, and a stop be seen:
+             * each comes with a wakeup, which this pass's start may have cleared (wake.c). Both
+             * are set under the lock. */
+            block = !rl_blocks_pending(loop, run->mode) &&
+                    !atomic_load_explicit(&run->stopped, memory_order_relaxed);
+            if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
+            /* Arm for the earliest of the mode's timers (within tolerances) and the run's
+             * timeout, but only for a wait: a poll finds due timers by their dates, so a loop
+             * that polls (a pass per frame, say) adds and fires timers with no timerfd_settime,
+             * which costs ~18 us on a VM. */
+            if (block) rl_wait_arm(&loop->wait, deadline);
+        }
+        pthread_mutex_unlock(&loop->lock);
+    }
     if (block && rl_time_now() >= deadline) block = false;
     /* A poll with no fd in the set has nothing to ask the kernel: due timers are found by their
      * dates, and wakeups matter only to a wait. This saves a system call per pass on a busy
      * loop. (An edge left queued for the eventfd or timerfd just ends a later wait early.) */
-    if (!block && !watching_fds) return 0;
+    if (!block && !state->watching_fds) return 0;
 
     if (block) block = rl_wake_try_sleep(loop);
     double before = block ? rl_time_now() : 0;
@@ -67,6 +106,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken);
     if (block) {
         rl_wake_end_sleep(loop);
+        state->earliest = -INFINITY;
         RL_COUNT(loop, waits, 1);
         RL_COUNT(loop, time_waiting, rl_elapsed_since(before));
     }
@@ -74,18 +114,27 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, rl_wai
     return n;
 }
 
-/* The passes of one run, until an exit condition (CFRunLoop's __CFRunLoopRun). */
-static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
+/* The timer phase: fire what is due, in order. Looks at the heap (which takes the lock) only when
+ * the earliest date the wait left is due; with no timer in the mode, not even the clock is read.
+ * Returns false when a due timer could not be taken (out of memory). */
+static inline bool timers(rl_loop_t *loop, rl_run_frame *run, double earliest) {
+    if (earliest == INFINITY || (earliest > -INFINITY && earliest > rl_time_now())) return true;
+    return rl_timers_fire_due(loop, run);
+}
+
+/* The passes of one run, until an exit condition (CFRunLoop's __CFRunLoopRun). state is what the
+ * run's start read under the lock; state_current, that nothing has called out since. */
+static int run_passes(rl_loop_t *loop, rl_run_frame *run, poll_state *state, bool state_current) {
     if (stop_requested(run)) return RL_RUN_STOPPED;
     bool polling = run->deadline == 0;
     for (;;) {
         rl_wake_begin_pass(loop); /* before the pass looks at any queue */
         RL_COUNT(loop, passes, 1);
 
-        notify(loop, run, RL_BEFORE_TIMERS);
-        notify(loop, run, RL_BEFORE_SOURCES);
-        blocks(loop, run);
-        bool handled = rl_sources_perform_signalled(loop, run);
+        bool called_out = notify(loop, run, RL_BEFORE_TIMERS);
+        called_out |= notify(loop, run, RL_BEFORE_SOURCES);
+        called_out |= blocks(loop, run);
+        bool handled = signalled_sources(loop, run, &called_out);
         bool signals = handled;
         if (handled) blocks(loop, run);
 
@@ -95,9 +144,11 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
         run->retry = false;
         if (!poll) notify(loop, run, RL_BEFORE_WAITING);
         rl_wait_event events[RL_WAIT_BATCH];
-        int n = wait_for_events(loop, run, poll, events);
-        if (!poll) notify(loop, run, RL_AFTER_WAITING);
-        if (!rl_timers_fire_due(loop, run)) run->retry = true; /* due timers, in order */
+        int n = wait_for_events(loop, run, poll, state_current && !called_out, state, events);
+        state_current = false;
+        /* An observer may add a timer due now, which this pass fires. */
+        if (!poll && notify(loop, run, RL_AFTER_WAITING)) state->earliest = -INFINITY;
+        if (!timers(loop, run, state->earliest)) run->retry = true; /* due timers, in order */
         if (n) handled |= rl_fd_table_dispatch(loop, run, events, n);
         /* Signalled sources come with wakeups, which the spin before sleeping can see; fd
          * readiness and timers cannot be seen that way, so only signals count as busy. */
@@ -115,9 +166,12 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run) {
 }
 
 int rl_run_in_mode(const char *name, double seconds, bool return_after_source_handled) {
-    int rc = rl_mode_check_name(name);
-    if (rc) return rc;
-    if (rl_mode_name_is_common(name) || isnan(seconds)) return -EINVAL;
+    if (name != RL_DEFAULT_MODE) { /* the usual name needs no check */
+        int rc = rl_mode_check_name(name);
+        if (rc) return rc;
+        if (rl_mode_name_is_common(name)) return -EINVAL;
+    }
+    if (isnan(seconds)) return -EINVAL;
     rl_loop_t *loop = rl_loop_get_current();
     if (!loop) return -errno; /* EMFILE, ENFILE, ENOMEM, EAGAIN: a later call tries again */
     /* Fields one by one: an initializer would zero the vectors' inline storage on every run. */
@@ -146,10 +200,12 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     run.outer = loop->run;
     loop->run = &run;
     rl_fd_table_unpark(loop);
+    poll_state state;
+    read_poll_state(loop, run.mode, &state); /* so that a run that polls locks no more till its end */
     pthread_mutex_unlock(&loop->lock);
     rl_sources_share_ready(loop, run.outer);
-    notify(loop, &run, RL_ENTRY);
-    int result = run_passes(loop, &run);
+    bool called_out = notify(loop, &run, RL_ENTRY);
+    int result = run_passes(loop, &run, &state, !called_out);
     notify(loop, &run, RL_EXIT);
     pop_frame(loop, &run);
     return result;

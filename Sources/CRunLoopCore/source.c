@@ -420,8 +420,7 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ready_vec *ready) 
     loop->deferred_tail = last;
 }
 
-void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
-    if (!outer || !outer->unperformed) return;
+void rl_sources_share_held(rl_loop_t *loop, rl_run_frame *outer) {
     /* Those the outer pass has not reached yet; it skips any the nested run performs. */
     for (size_t j = outer->sources.count; j-- > outer->unperformed;) {
         rl_source_t *s = outer->sources.items[j].source;
@@ -432,8 +431,7 @@ void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
 bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ready_vec *ready = &run->sources;
     ready->count = 0;
-    /* deferred is written only by this thread (under the lock), so it may be read here. */
-    if (!loop->deferred && !atomic_load(&loop->signalled)) return false;
+    if (!rl_sources_may_be_signalled(loop)) return false;
     pthread_mutex_lock(&loop->lock);
     take_ready(loop, run, ready);
     pthread_mutex_unlock(&loop->lock);
