@@ -196,4 +196,88 @@ struct ConcurrencyTests {
         #expect(eventually { ran.count == 1 })
         source.invalidate()
     }
+    // MARK: Shutdown hazards (issue 10, item 7)
+
+    @Test func pendingWaitThrowsWhenTheWorkerShutsDown() async throws {
+        let worker = try LoopWorker(name: "wait-exit")
+        let pipe = Pipe()
+        let handle = worker.loop
+        let task = Task { try await handle.wait(on: pipe.read) }
+        #expect(eventually { handle.loop.description.contains("fd \(pipe.read) ") })
+        worker.shutDown()
+        await #expect(throws: LoopError.invalidArgument) { try await task.value }
+        // A wait started after the thread exited throws at once.
+        await #expect(throws: LoopError.invalidArgument) { try await handle.wait(on: pipe.read) }
+    }
+
+    @Test func tickIterationEndsWhenTheWorkerShutsDown() async throws {
+        let worker = try LoopWorker(name: "ticks-exit")
+        let handle = worker.loop
+        let seen = Counter()
+        let task = Task {
+            for await _ in try handle.ticks(every: .milliseconds(2)) { seen.increment() }
+            return seen.count
+        }
+        #expect(eventually { seen.count >= 2 })
+        worker.shutDown()
+        let total = try await task.value  // ends instead of waiting forever
+        #expect(total >= 2)
+        #expect(throws: LoopError.invalidArgument) { _ = try handle.ticks(every: .milliseconds(2)) }
+    }
+
+    @Test func actorKeepsItsWorkerRunningAfterTheWorkerIsDropped() async throws {
+        var worker: LoopWorker? = try LoopWorker(name: "dropped")
+        let actor = Pinned(executor: worker!.executor)
+        let loop = worker!.loop
+        worker = nil  // the executor keeps the thread running
+        for i in 0..<20 { await actor.record(i) }
+        #expect(await actor.log == Array(0..<20))
+        #expect(await actor.offThread == 0)
+        #expect(!loop.isCurrent)
+    }
+
+    @Test func workerThreadEndsWhenItsExecutorGoesToo() async throws {
+        var worker: LoopWorker? = try LoopWorker(name: "both-go")
+        var executor: LoopExecutor? = worker!.executor
+        let loop = worker!.loop
+        worker = nil
+        let ran = Counter()
+        try loop.perform { ran.increment() }
+        #expect(eventually { ran.count == 1 }, "still running: the executor holds it")
+        executor = nil
+        _ = executor
+        // The thread exited: its loop refuses work.
+        #expect(eventually { (try? loop.perform {}) == nil })
+    }
+
+    @Test func executorJobsRunInOrderPastTheQueueGrowth() async throws {
+        let worker = try LoopWorker(name: "many-jobs")
+        defer { worker.shutDown() }
+        let actor = Pinned(executor: worker.executor)
+        // Many callers at once: more jobs pending than the queue's first capacity.
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<500 { group.addTask { await actor.record(i) } }
+        }
+        #expect(await actor.log.sorted() == Array(0..<500))
+        #expect(await actor.offThread == 0)
+    }
+
+    @Test func jobQueueIsFirstInFirstOutAcrossWrapAndGrowth() {
+        var queue = JobQueue()
+        // Jobs are opaque: use distinct fake pointers, never run.
+        func job(_ i: Int) -> UnownedJob { unsafeBitCast(UnsafeRawPointer(bitPattern: 16 * (i + 1))!, to: UnownedJob.self) }
+        func id(_ job: UnownedJob?) -> Int { Int(bitPattern: unsafeBitCast(job!, to: UnsafeRawPointer.self)) / 16 - 1 }
+        var next = 0
+        var expected = 0
+        for round in 0..<5 {
+            for _ in 0..<(10 + round * 9) { queue.push(job(next)); next += 1 }
+            for _ in 0..<7 { #expect(id(queue.pop()) == expected); expected += 1 }
+        }
+        queue.push(job(next))
+        queue.removeLast()
+        while let popped = queue.pop() { #expect(id(popped) == expected); expected += 1 }
+        #expect(expected == next)
+        #expect(queue.count == 0)
+    }
 }
+
