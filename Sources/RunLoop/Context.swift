@@ -99,13 +99,14 @@ func object(_ raw: OpaquePointer) -> UnsafeMutableRawPointer { UnsafeMutableRawP
 /// `rl_source_signal`, `rl_loop_is_waiting` and `rl_loop_is_current` may be called from any thread
 /// (crunloop.h, THREADS). Running the loop is guarded at run time by `rl_loop_is_current`.
 final class LoopReference: @unchecked Sendable {
-    let raw: OpaquePointer
+    /// NULL only for a loop that could not be created (``Loop/current``'s dead loop).
+    let raw: OpaquePointer?
 
     /// Takes a new reference to `raw` (a borrowed pointer, for example from `rl_loop_get_current`).
-    init(retaining raw: OpaquePointer) {
-        rl_retain(object(raw))
+    init(retaining raw: OpaquePointer?) {
+        rl_retain(raw.map(object))
         self.raw = raw
     }
 
-    deinit { rl_release(object(raw)) }
+    deinit { rl_release(raw.map(object)) }
 }

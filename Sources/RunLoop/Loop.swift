@@ -58,24 +58,55 @@ public struct LoopStatistics: Hashable, Sendable {
 /// called from any thread, but `Loop` is not `Sendable`: to hand a loop to another thread or to
 /// async code, pass its ``handle`` (a ``LoopHandle``).
 public final class Loop: Hashable, CustomStringConvertible {
-    let raw: OpaquePointer
+    /// NULL only for ``dead``.
+    let raw: OpaquePointer?
 
     /// Takes one reference to `raw`.
-    init(retaining raw: OpaquePointer) {
-        rl_retain(object(raw))
+    init(retaining raw: OpaquePointer?) {
+        rl_retain(raw.map(object))
         self.raw = raw
     }
 
-    deinit { rl_release(object(raw)) }
+    deinit { rl_release(raw.map(object)) }
 
-    /// The calling thread's loop, created on first use. On the process's main thread, this is
-    /// ``main``.
-    public static var current: Loop { Loop(retaining: rl_loop_get_current()) }
+    /// The calling thread's loop, created on first use: the same object every time on a thread
+    /// (`Loop.current === Loop.current`). On the process's main thread, this is ``main``.
+    ///
+    /// Never traps: when the core cannot create the thread's loop (no file descriptor or memory
+    /// left), it returns a dead loop, which refuses items and work with
+    /// ``LoopError/invalidArgument`` and whose runs throw ``LoopError/notOnLoopThread``; a later
+    /// call tries again. Costs a thread-local load once the thread's object exists.
+    public static var current: Loop {
+        if let cached = CurrentLoop.cached { return cached }
+        guard let raw = rl_loop_get_current() else { return Loop.dead }
+        // On the main thread, share the object with `main`.
+        let loop = raw == rl_loop_get_main() ? Loop.main : Loop(retaining: raw)
+        CurrentLoop.cache(loop)
+        return loop
+    }
 
-    /// The loop of the process's main thread, from any thread (created on first use). When run on
-    /// the main thread it also services the main dispatch queue in its common modes, so
-    /// `DispatchQueue.main.async` blocks and `@MainActor` work run while it runs.
-    public static var main: Loop { Loop(retaining: rl_loop_get_main()) }
+    /// The loop of the process's main thread, from any thread (created on first use; the same
+    /// object every time). When run on the main thread it also services the main dispatch queue
+    /// in its common modes, so `DispatchQueue.main.async` blocks and `@MainActor` work run while
+    /// it runs. Never traps: a dead loop (see ``current``) when the core cannot create it.
+    public static var main: Loop {
+        if let loop = mainLoop.withLock({ $0 }) { return loop }
+        guard let raw = rl_loop_get_main() else { return Loop.dead }
+        return mainLoop.withLock { cached in
+            if let cached { return cached }
+            let loop = Loop(retaining: raw)
+            cached = loop
+            return loop
+        }
+    }
+
+    private static let mainLoop = Locked<Loop?>(nil)
+
+    /// A loop object whose C loop never existed: every C call given its NULL pointer refuses or
+    /// does nothing (crunloop.h, ERRORS).
+    static var dead: Loop { Loop(nullForFailure: ()) }
+
+    private init(nullForFailure: Void) { raw = nil }
 
     /// A `Sendable` handle to this loop for the operations that are safe from any thread.
     public var handle: LoopHandle { LoopHandle(LoopReference(retaining: raw)) }
@@ -204,7 +235,7 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// The C core's dump of the loop (`rl_loop_copy_description`): its modes, common modes, each
     /// mode's sources, timers and observers, and its counters. Any thread.
     public var description: String {
-        guard let text = rl_loop_copy_description(raw) else { return "Loop(\(raw))" }
+        guard let text = rl_loop_copy_description(raw) else { return "Loop(\(String(describing: raw)))" }
         defer { free(text) }
         return String(cString: text)
     }
@@ -231,7 +262,7 @@ final class PerformBox: Sendable {
 /// not taken it, and it is given back here. Throws ``LoopError/invalidArgument`` for a loop
 /// whose thread has exited or an empty mode name.
 func queueWork(
-    on raw: OpaquePointer, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
+    on raw: OpaquePointer?, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
 ) throws(LoopError) {
     let info = Unmanaged.passRetained(PerformBox(body)).toOpaque()
     var context = rl_block_context_t(
@@ -244,5 +275,28 @@ func queueWork(
     if code != 0 {
         Unmanaged<PerformBox>.fromOpaque(info).release()
         try check(code)
+    }
+}
+
+/// The calling thread's ``Loop`` object, kept in a thread-specific slot (one retain, given back
+/// when the thread exits), so that ``Loop/current`` is the same object every time.
+enum CurrentLoop {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let code = pthread_key_create(&key) { value in
+            if let value { Unmanaged<Loop>.fromOpaque(value).release() }
+        }
+        precondition(code == 0, "Loop.current: no thread-specific key left (\(code))")
+        return key
+    }()
+
+    static var cached: Loop? {
+        guard let value = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Loop>.fromOpaque(value).takeUnretainedValue()
+    }
+
+    static func cache(_ loop: Loop) {
+        let value = Unmanaged.passRetained(loop).toOpaque()
+        if pthread_setspecific(key, value) != 0 { Unmanaged<Loop>.fromOpaque(value).release() }
     }
 }

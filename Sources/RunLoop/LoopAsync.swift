@@ -36,7 +36,7 @@ final class LoopExitWatch: Sendable {
     }
 
     /// Adds the watch to `mode` of `loop` (the loop's errors: a dead loop is `.invalidArgument`).
-    func add(to loop: OpaquePointer, in mode: LoopMode) throws(LoopError) {
+    func add(to loop: OpaquePointer?, in mode: LoopMode) throws(LoopError) {
         try check(mode.withCName { rl_loop_add_source(loop, raw.raw, $0) })
     }
 
@@ -148,7 +148,7 @@ extension LoopHandle {
                     guard wait.attach(source, watch) else { return }
                     let target = loop.loop
                     for mode in modes { try watch.add(to: target.raw, in: mode) }
-                    for mode in modes { try target.add(source, forMode: mode) }
+                    for mode in modes { try target.add(source, in: mode) }
                 } catch {
                     wait.finish(.failure(error))
                 }

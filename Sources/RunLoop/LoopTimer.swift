@@ -8,7 +8,7 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
 ///
-/// Create it, then add it to one loop in one or several modes (`Loop.add(_:forMode:)`),
+/// Create it, then add it to one loop in one or several modes (`Loop.add(_:in:)`),
 /// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
 /// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
 /// a timer whose closure uses its timer leaks nothing. A one-shot timer is invalidated after its

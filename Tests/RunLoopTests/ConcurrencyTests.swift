@@ -99,7 +99,7 @@ struct ConcurrencyTests {
         let runner = Thread0 {
             let loop = Loop.current
             let keep = LoopSource { _ in }
-            try? loop.add(keep, forMode: .default)
+            try? loop.add(keep, in: .default)
             ready.withLock { $0 = loop.handle }
             _ = try? loop.run()
             keep.invalidate()
@@ -187,7 +187,7 @@ struct ConcurrencyTests {
         let handle = worker.loop
         let performed = Counter()
         let source = LoopSource { _ in performed.increment() }
-        try handle.loop.add(source, forMode: .default)
+        try handle.loop.add(source, in: .default)
         let threads = (0..<3).map { _ in Thread0 { handle.signal(source); handle.wakeUp() } }
         threads.forEach { $0.join() }
         #expect(eventually { performed.count >= 1 })

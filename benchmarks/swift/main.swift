@@ -169,7 +169,7 @@ func interleavedWakeups(_ turns: Int, c: Recorder, swift: Recorder, control: Rec
         pin(to: 1)
         let loop = Loop.current
         let source = LoopSource { _ in swift.record() }
-        try! loop.add(source, forMode: .default)
+        try! loop.add(source, in: .default)
         let cSide = makeCSource(recordingInto: c)
         let controlSide = makeCSource(recordingInto: control)
         ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop.handle, source: source)) }
@@ -326,7 +326,7 @@ func swiftTimers(_ count: Int) -> TimerCosts {
     return TimerAPI<LoopTimer>(
         fired: fired,
         make: { try! LoopTimer(fireAt: due) { _ in fired.value += 1 } },
-        add: { try! loop.add($0, forMode: .default) },
+        add: { try! loop.add($0, in: .default) },
         pass: { try! loop.run(mode: .default, for: .zero) },
         drop: { _ in }
     ).measure(count, batch: 1000)
