@@ -5,7 +5,7 @@ import Glibc
 public enum LoopRunResult: Hashable, Sendable {
     /// The mode had no sources and no timers (left, or from the start).
     case finished
-    /// ``Loop/stop()`` (or ``LoopHandle/stop()``) ended the run.
+    /// ``Loop/stop()`` ended the run.
     case stopped
     /// The run's time limit passed.
     case timedOut
@@ -49,15 +49,24 @@ public struct LoopStatistics: Hashable, Sendable {
 ///
 /// Each thread has at most one loop, created the first time it is asked for (``current``), and
 /// torn down when the thread exits: its sources are removed, its timers and observers let go,
-/// its queued work dropped. A `Loop` value owns one reference to the underlying loop and releases
-/// it when it goes; it keeps the loop object alive (not its thread). Two `Loop` values are equal
-/// when they refer to the same loop.
+/// its queued work dropped. A `Loop` object owns one reference to the underlying loop and
+/// releases it when it goes; it keeps the loop object alive (not its thread). ``current`` and
+/// ``main`` return one object per loop (`===` holds); two `Loop` objects are equal (`==`) when
+/// they refer to the same loop.
 ///
-/// **Threads.** ``run()`` and ``run(mode:for:returningAfterSourceHandled:)`` run the calling
-/// thread's own loop and throw ``LoopError/notOnLoopThread`` elsewhere. Everything else may be
-/// called from any thread, but `Loop` is not `Sendable`: to hand a loop to another thread or to
-/// async code, pass its ``handle`` (a ``LoopHandle``).
-public final class Loop: Hashable, CustomStringConvertible {
+/// **Threads.** `Loop` is `Sendable`: one type for one loop, on every thread. ``run()`` and
+/// ``run(mode:for:returningAfterSourceHandled:)`` run the calling thread's own loop and throw
+/// ``LoopError/notOnLoopThread`` elsewhere (checked at run time with `rl_loop_is_current`, a
+/// thread-local load). Everything else may be called from any thread, because the C core makes
+/// it safe: `rl_loop_wakeup` (an atomic flag and at most one eventfd write), `rl_loop_stop`,
+/// `rl_loop_perform_context`, `rl_loop_add_*`/`remove_*`/`contains_*` and the mode queries
+/// (under the loop's lock), `rl_source_signal` (lock-free or under the loop's lock),
+/// `rl_loop_is_waiting` and `rl_loop_is_current` (atomic loads, thread-local storage), and the
+/// atomic reference counts of `rl_retain`/`rl_release` (crunloop.h, THREADS).
+///
+/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
+/// used on it is thread-safe as listed; running is guarded at run time.
+public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable {
     /// NULL only for ``dead``.
     let raw: OpaquePointer?
 
@@ -108,8 +117,13 @@ public final class Loop: Hashable, CustomStringConvertible {
 
     private init(nullForFailure: Void) { raw = nil }
 
-    /// A `Sendable` handle to this loop for the operations that are safe from any thread.
-    public var handle: LoopHandle { LoopHandle(LoopReference(retaining: raw)) }
+    /// The loop itself: a `Loop` is `Sendable` now.
+    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
+    public var handle: Loop { self }
+
+    /// The loop itself: what a `LoopHandle` (now a deprecated name of `Loop`) used to return.
+    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
+    public var loop: Loop { self }
 
     /// Whether this is the calling thread's loop (`rl_loop_is_current`). Any thread.
     public var isCurrent: Bool { rl_loop_is_current(raw) }
@@ -159,6 +173,13 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// Makes the innermost run of the loop return ``LoopRunResult/stopped`` (waking it if it
     /// sleeps). A stop issued while the loop is not running is forgotten. Any thread.
     public func stop() { rl_loop_stop(raw) }
+
+    /// Signals `source` and wakes the loop (`rl_source_signal` + `rl_loop_wakeup`): the loop
+    /// performs it at its next pass in a mode that contains it. Any thread.
+    public func signal(_ source: LoopSource) {
+        rl_source_signal(source.raw)
+        rl_loop_wakeup(raw)
+    }
 
     /// Wakes the loop if it is waiting, so that it makes a pass. Costs a system call only when the
     /// loop sleeps and no other wakeup is on its way. Any thread.

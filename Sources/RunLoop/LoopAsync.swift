@@ -112,7 +112,7 @@ private final class ReadinessWait: Sendable {
     }
 }
 
-extension LoopHandle {
+extension Loop {
     /// Waits until `fileDescriptor` is ready for `events` (by default ``FileDescriptorSource/Events/readable``)
     /// and returns the ready events (which may include ``FileDescriptorSource/Events/error``).
     ///
@@ -146,7 +146,7 @@ extension LoopHandle {
                         wait.finish(.failure(LoopError.invalidArgument))
                     }
                     guard wait.attach(source, watch) else { return }
-                    let target = loop.loop
+                    let target = loop
                     for mode in modes { try watch.add(to: target.raw, in: mode) }
                     for mode in modes { try target.add(source, in: mode) }
                 } catch {
@@ -174,7 +174,7 @@ extension LoopHandle {
         let (stream, continuation) = AsyncStream.makeStream(
             of: LoopInstant.self, bufferingPolicy: .bufferingNewest(1))
         let watch = LoopExitWatch { continuation.finish() }
-        let target = loop
+        let target = self
         do throws(LoopError) {
             for mode in modes { try watch.add(to: target.raw, in: mode) }
         } catch {

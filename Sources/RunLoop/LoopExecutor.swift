@@ -44,7 +44,7 @@ internal import CRunLoopCore
 /// `rl_loop_wakeup` and `rl_loop_is_current` may be called from any thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// The loop running the jobs.
-    public let loop: LoopHandle
+    public let loop: Loop
 
     /// Jobs enqueued and not yet run, in order; one loop block is queued per job, and each block
     /// runs the oldest. Both are queued under this lock, so block order is job order.
@@ -54,12 +54,12 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     private let owner: (any Sendable & AnyObject)?
 
     /// An executor running jobs on `loop`'s thread.
-    public convenience init(loop: LoopHandle) { self.init(loop: loop, keepingAlive: nil) }
+    public convenience init(loop: Loop) { self.init(loop: loop, keepingAlive: nil) }
 
     /// An executor running jobs on `loop`'s thread.
-    public convenience init(_ loop: Loop) { self.init(loop: loop.handle, keepingAlive: nil) }
+    public convenience init(_ loop: Loop) { self.init(loop: loop, keepingAlive: nil) }
 
-    init(loop: LoopHandle, keepingAlive owner: (any Sendable & AnyObject)?) {
+    init(loop: Loop, keepingAlive owner: (any Sendable & AnyObject)?) {
         self.loop = loop
         self.owner = owner
     }
@@ -67,7 +67,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// Queues `job` to run on the loop's thread and wakes the loop. Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let raw = loop.reference.raw
+        let raw = loop.raw
         // The block's context owns one retain of the executor (handed over when queued).
         let info = Unmanaged.passRetained(self).toOpaque()
         let code = queue.withLock { queue -> Int32 in

@@ -53,10 +53,10 @@ public final class LoopSource: LoopItem, @unchecked Sendable {
 
     /// Signals the source and wakes `loop` (`rl_source_signal` then `rl_loop_wakeup`): the loop
     /// performs it at its next pass in a mode that contains it. Any thread. This is the spelling
-    /// to use; ``LoopHandle/signal(_:)`` is the same from the loop's side.
-    public func signal(waking loop: LoopHandle) {
+    /// to use; ``Loop/signal(_:)`` is the same from the loop's side.
+    public func signal(waking loop: Loop) {
         rl_source_signal(raw)
-        rl_loop_wakeup(loop.reference.raw)
+        rl_loop_wakeup(loop.raw)
     }
 
     /// Marks the source as signalled without waking any loop (`rl_source_signal`): a loop

@@ -24,7 +24,7 @@ import Synchronization
 /// worker down, including the worker itself (then the thread is detached instead of joined).
 public final class LoopWorker: Sendable {
     /// The worker's loop, for the thread-safe operations.
-    public let loop: LoopHandle
+    public let loop: Loop
     /// An executor running jobs on the worker's thread, for pinning actors to it and for task
     /// executor preferences. It keeps the worker's thread running while it lives.
     public let executor: LoopExecutor
@@ -66,15 +66,15 @@ public final class LoopWorker: Sendable {
     /// end (from the worker's own thread: returns at once, and the thread ends after the current
     /// work). Later calls do nothing. Any thread.
     ///
-    /// Waits pending on the worker's loop (``LoopHandle/wait(for:on:in:)``) then throw, and
-    /// iterations of its ``LoopHandle/ticks(every:tolerance:in:)`` end; enqueueing on its
+    /// Waits pending on the worker's loop (``Loop/wait(for:on:in:)``) then throw, and
+    /// iterations of its ``Loop/ticks(every:tolerance:in:)`` end; enqueueing on its
     /// ``executor`` afterwards is a fatal error.
     public func shutDown() { thread.shutDown() }
 }
 
 /// The worker's thread: shut down and joined when the last of the worker and its executor goes.
 final class WorkerThread: Sendable {
-    let loop: LoopHandle
+    let loop: Loop
 
     private struct State {
         var thread: pthread_t
@@ -149,13 +149,13 @@ final class WorkerControl: Sendable {
     let name: String
     let exitRequested = Atomic<Bool>(false)
     /// The loop, published once by the worker's thread.
-    private let published = Locked<LoopHandle?>(nil)
+    private let published = Locked<Loop?>(nil)
     private let ready = Atomic<Bool>(false)
 
     init(name: String) { self.name = name }
 
     /// Waits (briefly, at thread start) until the thread has published its loop.
-    func waitForLoop() -> LoopHandle {
+    func waitForLoop() -> Loop {
         while !ready.load(ordering: .acquiring) { sched_yield() }
         return published.withLock { $0! }
     }
@@ -163,7 +163,9 @@ final class WorkerControl: Sendable {
     /// The worker thread's body.
     func main() {
         rl_shim_set_thread_name(name)
-        let raw: OpaquePointer = rl_loop_get_current()
+        // The thread's own Loop object, so that Loop.current on the worker is worker.loop.
+        let loop = Loop.current
+        let raw = loop.raw
         // Keep-alive: a version-0 source that is never signalled keeps the default mode from
         // being empty, so the loop waits instead of finishing. The loop holds its only reference
         // and removes it at teardown.
@@ -172,7 +174,7 @@ final class WorkerControl: Sendable {
             _ = rl_loop_add_source(raw, keepAlive, RL_COMMON_MODES)
             rl_release(object(keepAlive))
         }
-        published.withLock { $0 = LoopHandle(LoopReference(retaining: raw)) }
+        published.withLock { $0 = loop }
         ready.store(true, ordering: .releasing)
         while !exitRequested.load(ordering: .acquiring) {
             _ = rl_run_in_mode(RL_DEFAULT_MODE, .infinity, false)

@@ -94,18 +94,18 @@ struct ConcurrencyTests {
 
     @Test func executorOnAThreadRunningItsOwnLoop() async throws {
         // A test thread that runs its own loop in the default mode; an actor pinned to it.
-        let ready = PLock<LoopHandle?>(nil)
+        let ready = PLock<Loop?>(nil)
         let finished = Counter()
         let runner = Thread0 {
             let loop = Loop.current
             let keep = LoopSource { _ in }
             try? loop.add(keep, in: .default)
-            ready.withLock { $0 = loop.handle }
+            ready.withLock { $0 = loop }
             _ = try? loop.run()
             keep.invalidate()
             finished.increment()
         }
-        var handle: LoopHandle?
+        var handle: Loop?
         #expect(eventually { handle = ready.withLock { $0 }; return handle != nil })
         let actor = Pinned(executor: LoopExecutor(loop: handle!))
         await withTaskGroup(of: Void.self) { group in
@@ -140,10 +140,10 @@ struct ConcurrencyTests {
         let task = Task {
             try await handle.wait(on: pipe.read)
         }
-        #expect(eventually { handle.loop.description.contains("fd \(pipe.read) ") })
+        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(eventually { !handle.loop.description.contains("fd \(pipe.read) ") })
+        #expect(eventually { !handle.description.contains("fd \(pipe.read) ") })
         // Cancelled before it starts: throws at once.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -164,7 +164,7 @@ struct ConcurrencyTests {
         #expect(seen.count == 3)
         #expect(seen == seen.sorted())
         // Leaving the loop invalidated the timer.
-        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+        #expect(eventually { handle.nextTimerFireDate(in: .default) == nil })
     }
 
     @Test func cancellingTickIterationInvalidatesTheTimer() async throws {
@@ -178,7 +178,7 @@ struct ConcurrencyTests {
         #expect(eventually { started.count >= 2 })
         task.cancel()
         try await task.value
-        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+        #expect(eventually { handle.nextTimerFireDate(in: .default) == nil })
     }
 
     @Test func handleOperationsFromOtherThreads() async throws {
@@ -187,7 +187,7 @@ struct ConcurrencyTests {
         let handle = worker.loop
         let performed = Counter()
         let source = LoopSource { _ in performed.increment() }
-        try handle.loop.add(source, in: .default)
+        try handle.add(source, in: .default)
         let threads = (0..<3).map { _ in Thread0 { handle.signal(source); handle.wakeUp() } }
         threads.forEach { $0.join() }
         #expect(eventually { performed.count >= 1 })
@@ -203,7 +203,7 @@ struct ConcurrencyTests {
         let pipe = Pipe()
         let handle = worker.loop
         let task = Task { try await handle.wait(on: pipe.read) }
-        #expect(eventually { handle.loop.description.contains("fd \(pipe.read) ") })
+        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
         worker.shutDown()
         await #expect(throws: LoopError.invalidArgument) { try await task.value }
         // A wait started after the thread exited throws at once.

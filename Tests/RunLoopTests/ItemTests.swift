@@ -188,7 +188,7 @@ struct SourceTests {
             }
             #expect(source.order == 3)
             try loop.add(source, in: .default)
-            let handle = loop.handle
+            let handle = loop
             let signaller = Thread0 {
                 for _ in 0..<3 {
                     _ = eventually { handle.isWaiting }
@@ -306,14 +306,14 @@ struct SourceTests {
     }
 
     @Test func errors() async throws {
-        let other = try await onNewThread { Loop.current.handle }
+        let other = try await onNewThread { Loop.current }
         try await onNewThread {
             let loop = Loop.current
             let timer = try LoopTimer(after: .seconds(3600)) { _ in }
             try loop.add(timer, in: .default)
             #expect(throws: LoopError.alreadyInMode) { try loop.add(timer, in: .default) }
             // The other thread exited: adding to its loop is refused.
-            #expect(throws: LoopError.invalidArgument) { try other.loop.add(LoopSource { _ in }, in: .default) }
+            #expect(throws: LoopError.invalidArgument) { try other.add(LoopSource { _ in }, in: .default) }
             #expect(throws: LoopError.notInMode) { try loop.remove(timer, in: "nowhere") }
             #expect(throws: LoopError.invalidArgument) { try LoopObserver(activities: []) { _, _ in } }
             #expect(throws: LoopError.badFileDescriptor) {
@@ -334,7 +334,7 @@ struct SourceTests {
         let timer = try LoopTimer(after: .seconds(3600)) { _ in }
         let worker = try LoopWorker(name: "busy")
         defer { worker.shutDown() }
-        try worker.loop.loop.add(timer, in: .default)
+        try worker.loop.add(timer, in: .default)
         try await onNewThread {
             #expect(throws: LoopError.alreadyInAnotherLoop) { try Loop.current.add(timer, in: .default) }
         }

@@ -50,9 +50,9 @@ struct LoopTests {
     }
 
     @Test func runOnAnotherThreadThrows() async throws {
-        let handle = try await onNewThread { Loop.current.handle }
+        let handle = try await onNewThread { Loop.current }
         try await onNewThread {
-            #expect(throws: LoopError.notOnLoopThread) { try handle.loop.run() }
+            #expect(throws: LoopError.notOnLoopThread) { try handle.run() }
         }
     }
 
@@ -96,14 +96,14 @@ struct LoopTests {
 
     @Test func isWaitingAndWakeUpFromAnotherThread() async throws {
         let started = Counter()
-        let handle = try await onNewThread { Loop.current.handle }
+        let handle = try await onNewThread { Loop.current }
         _ = handle
         // The loop of a live thread: run it here, probe from a second thread.
         let result = try await onNewThread { () -> Bool in
             let loop = Loop.current
             let keep = LoopSource { _ in }
             try loop.add(keep, in: .default)
-            let h = loop.handle
+            let h = loop
             let prober = Thread0 {
                 // Wait until the loop sleeps, then stop it.
                 if eventually({ h.isWaiting }) { started.increment() }

@@ -62,7 +62,7 @@ struct PapercutTests {
         let performed = Counter()
         let source = LoopSource { _ in performed.increment() }
         defer { source.invalidate() }
-        try worker.loop.loop.add(source, in: .default)
+        try worker.loop.add(source, in: .default)
         #expect(eventually { worker.loop.isWaiting })
         source.markSignalled()
         usleep(50_000)

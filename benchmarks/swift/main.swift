@@ -6,7 +6,7 @@
 //   - cross-thread wakeup latency, Swift thread to Swift thread: the sender signals a version-0
 //     source and wakes the receiving loop while it sleeps; the latency is from just before the
 //     signal to the start of the perform closure. Through the Swift layer (LoopSource,
-//     LoopHandle.signal) and through the C API called directly from Swift (rl_source_signal +
+//     Loop.signal) and through the C API called directly from Swift (rl_source_signal +
 //     rl_loop_wakeup, a @convention(c) perform), alternating sample by sample between the two
 //     on the same pair of threads (pinned to CPUs 0 and 1), so that neither gets a luckier
 //     thread placement or a quieter minute.
@@ -115,9 +115,9 @@ struct CSide: @unchecked Sendable {
     let source: OpaquePointer
 }
 
-/// The Swift layer's side: a `LoopSource` signalled through a `LoopHandle`.
+/// The Swift layer's side: a `LoopSource` signalled through a `Loop`.
 struct SwiftSide: Sendable {
-    let handle: LoopHandle
+    let handle: Loop
     let source: LoopSource
 }
 
@@ -159,7 +159,7 @@ func makeCSource(recordingInto recorder: Recorder) -> CSide {
 /// `LoopSource`, a C source, and a second C source, the control. The sender takes them in turn,
 /// one wakeup at a time, each after the receiver has gone to sleep. Every variant thus sees the
 /// same threads, the same CPU placement and the same moment's noise; what differs is exactly
-/// the wrapper: `LoopHandle.signal` against `rl_source_signal` + `rl_loop_wakeup`, and the
+/// the wrapper: `Loop.signal` against `rl_source_signal` + `rl_loop_wakeup`, and the
 /// Swift callout (box, handle, closure) against a C function. The control is the C variant
 /// again: its ratio to the C variant is what the harness alone gives. `rotation` picks which
 /// variant leads each round.
@@ -172,7 +172,7 @@ func interleavedWakeups(_ turns: Int, c: Recorder, swift: Recorder, control: Rec
         try! loop.add(source, in: .default)
         let cSide = makeCSource(recordingInto: c)
         let controlSide = makeCSource(recordingInto: control)
-        ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop.handle, source: source)) }
+        ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop, source: source)) }
         try! loop.run()
         source.invalidate()
         for side in [cSide, controlSide] {
