@@ -84,10 +84,12 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     /// Never traps: when the core cannot create the thread's loop (no file descriptor or memory
     /// left), it returns a dead loop, which refuses items and work with
     /// ``LoopError/invalidArgument`` and whose runs throw ``LoopError/notOnLoopThread``; a later
-    /// call tries again. Costs a thread-local load once the thread's object exists.
+    /// call tries again. Costs two thread-local loads once the thread's object exists.
     public static var current: Loop {
-        if let cached = CurrentLoop.cached { return cached }
         guard let raw = rl_loop_get_current() else { return Loop.dead }
+        // The check keeps the cache right if the core ever gives the thread a new loop (a fork
+        // child that could not renew its kernel objects).
+        if let cached = CurrentLoop.cached, cached.raw == raw { return cached }
         // On the main thread, share the object with `main`.
         let loop = raw == rl_loop_get_main() ? Loop.main : Loop(retaining: raw)
         CurrentLoop.cache(loop)
@@ -317,7 +319,12 @@ enum CurrentLoop {
     }
 
     static func cache(_ loop: Loop) {
+        let old = pthread_getspecific(key)
         let value = Unmanaged.passRetained(loop).toOpaque()
-        if pthread_setspecific(key, value) != 0 { Unmanaged<Loop>.fromOpaque(value).release() }
+        if pthread_setspecific(key, value) != 0 {
+            Unmanaged<Loop>.fromOpaque(value).release()
+        } else if let old {
+            Unmanaged<Loop>.fromOpaque(old).release()
+        }
     }
 }

@@ -136,7 +136,8 @@ final class WorkerThread: Sendable {
         } catch {
             // The thread already ended its loop (it cannot without a shutdown): nothing to stop.
         }
-        if loop.isCurrent {
+        // From the worker's own thread (its work, or a release during its loop's teardown).
+        if pthread_equal(pthread_self(), thread) != 0 {
             pthread_detach(thread)
         } else {
             pthread_join(thread, nil)
