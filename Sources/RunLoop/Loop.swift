@@ -138,8 +138,8 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     /// Runs the loop in ``LoopMode/default`` until it is stopped or the mode is empty, and returns
     /// ``LoopRunResult/stopped`` or ``LoopRunResult/finished``.
     ///
-    /// Call it on the loop's own thread; it throws ``LoopError/notOnLoopThread`` elsewhere. On the
-    /// main thread, ``main`` services the main dispatch queue, which keeps its common modes busy:
+    /// Call it on the loop's own thread; it throws ``LoopError/notOnLoopThread`` elsewhere (and
+    /// for a dead loop, see ``current``). On the main thread, ``main`` services the main dispatch queue, which keeps its common modes busy:
     /// the run then ends only with ``stop()``.
     @discardableResult
     public func run() throws(LoopError) -> LoopRunResult {
@@ -152,8 +152,8 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     /// `returningAfterSourceHandled` is true.
     ///
     /// Call it on the loop's own thread (also from inside a callout: runs nest); it throws
-    /// ``LoopError/notOnLoopThread`` elsewhere, and ``LoopError/invalidArgument`` for
-    /// ``LoopMode/common`` or an empty mode name.
+    /// ``LoopError/notOnLoopThread`` elsewhere (and for a dead loop, see ``current``), and
+    /// ``LoopError/invalidArgument`` for ``LoopMode/common`` or an empty mode name.
     @discardableResult
     public func run(
         mode: LoopMode = .default, for duration: Duration? = nil,
@@ -194,7 +194,8 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
 
     /// Marks `mode` as common: every item in ``LoopMode/common`` is added to it, now and later.
     /// Marking ``LoopMode/default`` or an already common mode again does nothing. Any thread.
-    /// Throws ``LoopError/invalidArgument`` for ``LoopMode/common`` or an empty name.
+    /// Throws ``LoopError/invalidArgument`` for ``LoopMode/common``, an empty name or a loop whose
+    /// thread has exited, ``LoopError/outOfMemory`` (then the mode is not common).
     public func addCommonMode(_ mode: LoopMode) throws(LoopError) {
         try check(mode.withCName { rl_loop_add_common_mode(raw, $0) })
     }
@@ -245,7 +246,7 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     ///
     /// Work still queued when the loop's thread exits is dropped without running (the closure is
     /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited or the
-    /// mode name is empty.
+    /// mode name is empty, ``LoopError/outOfMemory``; then `body` never runs.
     public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
         throws(LoopError)
     {

@@ -42,7 +42,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     /// A timer first due at `fireDate` (a past date fires at the next pass), repeating every
     /// `interval` when given, once otherwise. `tolerance` is how late it may fire to share a
     /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a negative interval or
-    /// tolerance. The timer is not in any loop yet.
+    /// tolerance, ``LoopError/outOfMemory``. The timer is not in any loop yet.
     public init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,

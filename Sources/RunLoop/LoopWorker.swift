@@ -32,7 +32,8 @@ public final class LoopWorker: Sendable {
     private let thread: WorkerThread
 
     /// Starts the thread (named `name`, at most 15 bytes kept) and waits until its loop exists.
-    /// Throws ``LoopError/system(errno:)`` when the thread cannot be created.
+    /// Throws ``LoopError/system(errno:)`` when the thread cannot be created (for example
+    /// `EAGAIN`).
     public init(name: String = "LoopWorker") throws(LoopError) {
         let thread = try WorkerThread(name: name)
         self.thread = thread
