@@ -90,22 +90,3 @@ func discardContext(_ context: rl_context_t) {
 /// The raw pointer of an `rl_*` object, for `rl_retain` / `rl_release`.
 @inline(__always)
 func object(_ raw: OpaquePointer) -> UnsafeMutableRawPointer { UnsafeMutableRawPointer(raw) }
-
-/// One reference to a C loop, released when this object goes.
-///
-/// `@unchecked Sendable`: the only stored property is an immutable pointer, and everything done
-/// with it from several threads is thread-safe in the C core: `rl_retain`/`rl_release` are
-/// atomic reference counts, and `rl_loop_wakeup`, `rl_loop_stop`, `rl_loop_perform_context`,
-/// `rl_source_signal`, `rl_loop_is_waiting` and `rl_loop_is_current` may be called from any thread
-/// (crunloop.h, THREADS). Running the loop is guarded at run time by `rl_loop_is_current`.
-final class LoopReference: @unchecked Sendable {
-    let raw: OpaquePointer
-
-    /// Takes a new reference to `raw` (a borrowed pointer, for example from `rl_loop_get_current`).
-    init(retaining raw: OpaquePointer) {
-        rl_retain(object(raw))
-        self.raw = raw
-    }
-
-    deinit { rl_release(object(raw)) }
-}

@@ -56,7 +56,8 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
 
     /// A source watching `fileDescriptor` for `events` (``Events/readable``, ``Events/writable``).
     /// The handler receives the source and the ready events. Throws
-    /// ``LoopError/badFileDescriptor`` when the descriptor is not open.
+    /// ``LoopError/badFileDescriptor`` when the descriptor is not open,
+    /// ``LoopError/outOfMemory``.
     public init(
         fileDescriptor: Int32, events: Events, order: Int = 0,
         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void
@@ -77,7 +78,9 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
     public var events: Events { Events(rawValue: rl_source_get_fd_events(raw)) }
 
     /// Changes what the source waits for, at once in every loop (``Events/error`` is implied).
-    /// Any thread, also from inside the handler.
+    /// Any thread, also from inside the handler. Throws ``LoopError/badFileDescriptor`` when the
+    /// descriptor was closed while the source was added, ``LoopError/system(errno:)`` for other
+    /// `epoll_ctl` errors, ``LoopError/outOfMemory``.
     public func setEvents(_ events: Events) throws(LoopError) {
         try check(rl_source_set_fd_events(raw, events.subtracting(.error).rawValue))
     }

@@ -5,7 +5,7 @@ import Glibc
 public enum LoopRunResult: Hashable, Sendable {
     /// The mode had no sources and no timers (left, or from the start).
     case finished
-    /// ``Loop/stop()`` (or ``LoopHandle/stop()``) ended the run.
+    /// ``Loop/stop()`` ended the run.
     case stopped
     /// The run's time limit passed.
     case timedOut
@@ -49,36 +49,83 @@ public struct LoopStatistics: Hashable, Sendable {
 ///
 /// Each thread has at most one loop, created the first time it is asked for (``current``), and
 /// torn down when the thread exits: its sources are removed, its timers and observers let go,
-/// its queued work dropped. A `Loop` value owns one reference to the underlying loop and releases
-/// it when it goes; it keeps the loop object alive (not its thread). Two `Loop` values are equal
-/// when they refer to the same loop.
+/// its queued work dropped. A `Loop` object owns one reference to the underlying loop and
+/// releases it when it goes; it keeps the loop object alive (not its thread). ``current`` and
+/// ``main`` return one object per loop (`===` holds); two `Loop` objects are equal (`==`) when
+/// they refer to the same loop.
 ///
-/// **Threads.** ``run()`` and ``run(mode:for:returningAfterSourceHandled:)`` run the calling
-/// thread's own loop and throw ``LoopError/notOnLoopThread`` elsewhere. Everything else may be
-/// called from any thread, but `Loop` is not `Sendable`: to hand a loop to another thread or to
-/// async code, pass its ``handle`` (a ``LoopHandle``).
-public final class Loop: Hashable, CustomStringConvertible {
-    let raw: OpaquePointer
+/// **Threads.** `Loop` is `Sendable`: one type for one loop, on every thread. ``run()`` and
+/// ``run(mode:for:returningAfterSourceHandled:)`` run the calling thread's own loop and throw
+/// ``LoopError/notOnLoopThread`` elsewhere (checked at run time with `rl_loop_is_current`, a
+/// thread-local load). Everything else may be called from any thread, because the C core makes
+/// it safe: `rl_loop_wakeup` (an atomic flag and at most one eventfd write), `rl_loop_stop`,
+/// `rl_loop_perform_context`, `rl_loop_add_*`/`remove_*`/`contains_*` and the mode queries
+/// (under the loop's lock), `rl_source_signal` (lock-free or under the loop's lock),
+/// `rl_loop_is_waiting` and `rl_loop_is_current` (atomic loads, thread-local storage), and the
+/// atomic reference counts of `rl_retain`/`rl_release` (crunloop.h, THREADS).
+///
+/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
+/// used on it is thread-safe as listed; running is guarded at run time.
+public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable {
+    /// NULL only for ``dead``.
+    let raw: OpaquePointer?
 
     /// Takes one reference to `raw`.
-    init(retaining raw: OpaquePointer) {
-        rl_retain(object(raw))
+    init(retaining raw: OpaquePointer?) {
+        rl_retain(raw.map(object))
         self.raw = raw
     }
 
-    deinit { rl_release(object(raw)) }
+    deinit { rl_release(raw.map(object)) }
 
-    /// The calling thread's loop, created on first use. On the process's main thread, this is
-    /// ``main``.
-    public static var current: Loop { Loop(retaining: rl_loop_get_current()) }
+    /// The calling thread's loop, created on first use: the same object every time on a thread
+    /// (`Loop.current === Loop.current`). On the process's main thread, this is ``main``.
+    ///
+    /// Never traps: when the core cannot create the thread's loop (no file descriptor or memory
+    /// left), it returns a dead loop, which refuses items and work with
+    /// ``LoopError/invalidArgument`` and whose runs throw ``LoopError/notOnLoopThread``; a later
+    /// call tries again. Costs two thread-local loads once the thread's object exists.
+    public static var current: Loop {
+        guard let raw = rl_loop_get_current() else { return Loop.dead }
+        // The check keeps the cache right if the core ever gives the thread a new loop (a fork
+        // child that could not renew its kernel objects).
+        if let cached = CurrentLoop.cached, cached.raw == raw { return cached }
+        // On the main thread, share the object with `main`.
+        let loop = raw == rl_loop_get_main() ? Loop.main : Loop(retaining: raw)
+        CurrentLoop.cache(loop)
+        return loop
+    }
 
-    /// The loop of the process's main thread, from any thread (created on first use). When run on
-    /// the main thread it also services the main dispatch queue in its common modes, so
-    /// `DispatchQueue.main.async` blocks and `@MainActor` work run while it runs.
-    public static var main: Loop { Loop(retaining: rl_loop_get_main()) }
+    /// The loop of the process's main thread, from any thread (created on first use; the same
+    /// object every time). When run on the main thread it also services the main dispatch queue
+    /// in its common modes, so `DispatchQueue.main.async` blocks and `@MainActor` work run while
+    /// it runs. Never traps: a dead loop (see ``current``) when the core cannot create it.
+    public static var main: Loop {
+        if let loop = mainLoop.withLock({ $0 }) { return loop }
+        guard let raw = rl_loop_get_main() else { return Loop.dead }
+        return mainLoop.withLock { cached in
+            if let cached { return cached }
+            let loop = Loop(retaining: raw)
+            cached = loop
+            return loop
+        }
+    }
 
-    /// A `Sendable` handle to this loop for the operations that are safe from any thread.
-    public var handle: LoopHandle { LoopHandle(LoopReference(retaining: raw)) }
+    private static let mainLoop = Locked<Loop?>(nil)
+
+    /// A loop object whose C loop never existed: every C call given its NULL pointer refuses or
+    /// does nothing (crunloop.h, ERRORS).
+    static var dead: Loop { Loop(nullForFailure: ()) }
+
+    private init(nullForFailure: Void) { raw = nil }
+
+    /// The loop itself: a `Loop` is `Sendable` now.
+    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
+    public var handle: Loop { self }
+
+    /// The loop itself: what a `LoopHandle` (now a deprecated name of `Loop`) used to return.
+    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
+    public var loop: Loop { self }
 
     /// Whether this is the calling thread's loop (`rl_loop_is_current`). Any thread.
     public var isCurrent: Bool { rl_loop_is_current(raw) }
@@ -91,8 +138,8 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// Runs the loop in ``LoopMode/default`` until it is stopped or the mode is empty, and returns
     /// ``LoopRunResult/stopped`` or ``LoopRunResult/finished``.
     ///
-    /// Call it on the loop's own thread; it throws ``LoopError/notOnLoopThread`` elsewhere. On the
-    /// main thread, ``main`` services the main dispatch queue, which keeps its common modes busy:
+    /// Call it on the loop's own thread; it throws ``LoopError/notOnLoopThread`` elsewhere (and
+    /// for a dead loop, see ``current``). On the main thread, ``main`` services the main dispatch queue, which keeps its common modes busy:
     /// the run then ends only with ``stop()``.
     @discardableResult
     public func run() throws(LoopError) -> LoopRunResult {
@@ -105,8 +152,8 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// `returningAfterSourceHandled` is true.
     ///
     /// Call it on the loop's own thread (also from inside a callout: runs nest); it throws
-    /// ``LoopError/notOnLoopThread`` elsewhere, and ``LoopError/invalidArgument`` for
-    /// ``LoopMode/common`` or an empty mode name.
+    /// ``LoopError/notOnLoopThread`` elsewhere (and for a dead loop, see ``current``), and
+    /// ``LoopError/invalidArgument`` for ``LoopMode/common`` or an empty mode name.
     @discardableResult
     public func run(
         mode: LoopMode = .default, for duration: Duration? = nil,
@@ -129,6 +176,13 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// sleeps). A stop issued while the loop is not running is forgotten. Any thread.
     public func stop() { rl_loop_stop(raw) }
 
+    /// Signals `source` and wakes the loop (`rl_source_signal` + `rl_loop_wakeup`): the loop
+    /// performs it at its next pass in a mode that contains it. Any thread.
+    public func signal(_ source: LoopSource) {
+        rl_source_signal(source.raw)
+        rl_loop_wakeup(raw)
+    }
+
     /// Wakes the loop if it is waiting, so that it makes a pass. Costs a system call only when the
     /// loop sleeps and no other wakeup is on its way. Any thread.
     public func wakeUp() { rl_loop_wakeup(raw) }
@@ -140,7 +194,8 @@ public final class Loop: Hashable, CustomStringConvertible {
 
     /// Marks `mode` as common: every item in ``LoopMode/common`` is added to it, now and later.
     /// Marking ``LoopMode/default`` or an already common mode again does nothing. Any thread.
-    /// Throws ``LoopError/invalidArgument`` for ``LoopMode/common`` or an empty name.
+    /// Throws ``LoopError/invalidArgument`` for ``LoopMode/common``, an empty name or a loop whose
+    /// thread has exited, ``LoopError/outOfMemory`` (then the mode is not common).
     public func addCommonMode(_ mode: LoopMode) throws(LoopError) {
         try check(mode.withCName { rl_loop_add_common_mode(raw, $0) })
     }
@@ -191,7 +246,7 @@ public final class Loop: Hashable, CustomStringConvertible {
     ///
     /// Work still queued when the loop's thread exits is dropped without running (the closure is
     /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited or the
-    /// mode name is empty.
+    /// mode name is empty, ``LoopError/outOfMemory``; then `body` never runs.
     public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
         throws(LoopError)
     {
@@ -204,7 +259,7 @@ public final class Loop: Hashable, CustomStringConvertible {
     /// The C core's dump of the loop (`rl_loop_copy_description`): its modes, common modes, each
     /// mode's sources, timers and observers, and its counters. Any thread.
     public var description: String {
-        guard let text = rl_loop_copy_description(raw) else { return "Loop(\(raw))" }
+        guard let text = rl_loop_copy_description(raw) else { return "Loop(\(String(describing: raw)))" }
         defer { free(text) }
         return String(cString: text)
     }
@@ -231,7 +286,7 @@ final class PerformBox: Sendable {
 /// not taken it, and it is given back here. Throws ``LoopError/invalidArgument`` for a loop
 /// whose thread has exited or an empty mode name.
 func queueWork(
-    on raw: OpaquePointer, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
+    on raw: OpaquePointer?, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
 ) throws(LoopError) {
     let info = Unmanaged.passRetained(PerformBox(body)).toOpaque()
     var context = rl_block_context_t(
@@ -244,5 +299,33 @@ func queueWork(
     if code != 0 {
         Unmanaged<PerformBox>.fromOpaque(info).release()
         try check(code)
+    }
+}
+
+/// The calling thread's ``Loop`` object, kept in a thread-specific slot (one retain, given back
+/// when the thread exits), so that ``Loop/current`` is the same object every time.
+enum CurrentLoop {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let code = pthread_key_create(&key) { value in
+            if let value { Unmanaged<Loop>.fromOpaque(value).release() }
+        }
+        precondition(code == 0, "Loop.current: no thread-specific key left (\(code))")
+        return key
+    }()
+
+    static var cached: Loop? {
+        guard let value = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Loop>.fromOpaque(value).takeUnretainedValue()
+    }
+
+    static func cache(_ loop: Loop) {
+        let old = pthread_getspecific(key)
+        let value = Unmanaged.passRetained(loop).toOpaque()
+        if pthread_setspecific(key, value) != 0 {
+            Unmanaged<Loop>.fromOpaque(value).release()
+        } else if let old {
+            Unmanaged<Loop>.fromOpaque(old).release()
+        }
     }
 }

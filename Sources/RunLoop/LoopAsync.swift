@@ -1,10 +1,66 @@
+import Synchronization
 internal import CRunLoopCore
+
+/// Tells when a loop's thread exits while something waits on the loop: a version-0 source,
+/// never signalled, in the same modes as the item waited on (so it changes no mode's
+/// emptiness), whose `cancel` callout the core runs when the source leaves a mode: at the
+/// loop's teardown, or when the watch is invalidated.
+final class LoopExitWatch: Sendable {
+    private final class Box: Sendable {
+        let onExit: @Sendable () -> Void
+        let ended = Atomic<Bool>(false)
+        init(_ onExit: @escaping @Sendable () -> Void) { self.onExit = onExit }
+    }
+
+    private let box: Box
+    private let raw: SourceReference
+
+    /// A watch calling `onExit` once, on the exiting thread, if the loop it is added to is torn
+    /// down before ``invalidate()``.
+    init(onExit: @escaping @Sendable () -> Void) {
+        let box = Box(onExit)
+        var context = rl_source_context_t(
+            info: Unmanaged.passRetained(box).toOpaque(), retain: nil,
+            release: { releaseBox($0) }, schedule: nil,
+            cancel: { info, _, _ in
+                let box = Unmanaged<Box>.fromOpaque(info!).takeUnretainedValue()
+                if !box.ended.exchange(true, ordering: .acquiringAndReleasing) { box.onExit() }
+            },
+            perform: nil)
+        guard let raw = rl_source_create(0, &context) else {
+            releaseBox(UnsafeRawPointer(context.info))
+            fatalError("rl_source_create: \(lastCError())")  // only ENOMEM
+        }
+        self.box = box
+        self.raw = SourceReference(owning: raw)
+    }
+
+    /// Adds the watch to `mode` of `loop` (the loop's errors: a dead loop is `.invalidArgument`).
+    func add(to loop: OpaquePointer?, in mode: LoopMode) throws(LoopError) {
+        try check(mode.withCName { rl_loop_add_source(loop, raw.raw, $0) })
+    }
+
+    /// Ends the watch without calling `onExit`. Any thread, also from inside `onExit`.
+    func invalidate() {
+        if !box.ended.exchange(true, ordering: .acquiringAndReleasing) {
+            rl_source_invalidate(raw.raw)
+        }
+    }
+}
+
+/// One owned reference to a C source.
+final class SourceReference: @unchecked Sendable {
+    let raw: OpaquePointer
+    init(owning raw: OpaquePointer) { self.raw = raw }
+    deinit { rl_release(object(raw)) }
+}
 
 /// One wait's state: the continuation, the source, and whether it was cancelled first.
 private final class ReadinessWait: Sendable {
     private struct State {
         var continuation: CheckedContinuation<FileDescriptorSource.Events, any Error>?
         var source: FileDescriptorSource?
+        var watch: LoopExitWatch?
         var cancelled = false
         var done = false
     }
@@ -22,21 +78,27 @@ private final class ReadinessWait: Sendable {
         return !cancelled
     }
 
-    func attach(_ source: FileDescriptorSource) -> Bool {
+    func attach(_ source: FileDescriptorSource, _ watch: LoopExitWatch) -> Bool {
         state.withLock { state -> Bool in
             if state.done { return false }
             state.source = source
+            state.watch = watch
             return true
         }
     }
 
     func finish(_ result: Result<FileDescriptorSource.Events, any Error>) {
-        let (continuation, source) = state.withLock { state in
-            if state.done { return (nil as CheckedContinuation<FileDescriptorSource.Events, any Error>?, nil as FileDescriptorSource?) }
+        let (continuation, source, watch) = state.withLock { state in
+            if state.done {
+                return (
+                    nil as CheckedContinuation<FileDescriptorSource.Events, any Error>?,
+                    nil as FileDescriptorSource?, nil as LoopExitWatch?)
+            }
             state.done = true
-            defer { state.continuation = nil; state.source = nil }
-            return (state.continuation, state.source)
+            defer { state.continuation = nil; state.source = nil; state.watch = nil }
+            return (state.continuation, state.source, state.watch)
         }
+        watch?.invalidate()
         source?.invalidate()
         continuation?.resume(with: result)
     }
@@ -50,14 +112,23 @@ private final class ReadinessWait: Sendable {
     }
 }
 
-extension LoopHandle {
+extension Loop {
     /// Waits until `fileDescriptor` is ready for `events` (by default ``FileDescriptorSource/Events/readable``)
     /// and returns the ready events (which may include ``FileDescriptorSource/Events/error``).
     ///
     /// A one-shot ``FileDescriptorSource`` is added to the loop's `modes` from the calling task
     /// (no wakeup needed) and invalidated when the wait ends. The loop must be running (for
-    /// example a ``LoopWorker``'s). Cancelling the task invalidates the source and throws
-    /// `CancellationError`. Throws ``LoopError`` when the source cannot be made or added.
+    /// example a ``LoopWorker``'s).
+    ///
+    /// Throws:
+    /// - `CancellationError` when the task is cancelled (the source is invalidated);
+    /// - ``LoopError/invalidArgument`` when the loop's thread has exited, before the wait or
+    ///   while it is pending (after ``LoopWorker/shutDown()``, for a worker's loop), or for an
+    ///   empty mode name;
+    /// - ``LoopError/badFileDescriptor`` when `fileDescriptor` is not open;
+    /// - ``LoopError/system(errno:)`` when `epoll_ctl` refuses it (for example `EPERM` for a
+    ///   regular file);
+    /// - ``LoopError/outOfMemory``.
     public func wait(
         for events: FileDescriptorSource.Events = .readable, on fileDescriptor: Int32,
         in modes: [LoopMode] = [.common]
@@ -71,9 +142,13 @@ extension LoopHandle {
                     let source = try FileDescriptorSource(
                         fileDescriptor: fileDescriptor, events: events,
                         handler: { _, ready in wait.finish(.success(ready)) })
-                    guard wait.attach(source) else { return }
-                    let target = loop.loop
-                    for mode in modes { try target.add(source, forMode: mode) }
+                    let watch = LoopExitWatch {
+                        wait.finish(.failure(LoopError.invalidArgument))
+                    }
+                    guard wait.attach(source, watch) else { return }
+                    let target = loop
+                    for mode in modes { try watch.add(to: target.raw, in: mode) }
+                    for mode in modes { try target.add(source, in: mode) }
                 } catch {
                     wait.finish(.failure(error))
                 }
@@ -88,18 +163,39 @@ extension LoopHandle {
     ///
     /// The timer is added to `modes` at once and fires on the loop's thread; ticks the consumer
     /// has not taken yet are coalesced to the latest one. Ending the iteration (cancelling the
-    /// task, `break`, or dropping the sequence) invalidates the timer.
+    /// task, `break`, or dropping the sequence) invalidates the timer. When the loop's thread
+    /// exits (after ``LoopWorker/shutDown()``, for a worker's loop), the sequence ends.
+    ///
+    /// Throws ``LoopError/invalidArgument`` for a negative interval or tolerance, an empty mode
+    /// name or a loop whose thread has exited, and ``LoopError/outOfMemory``.
     public func ticks(
         every interval: Duration, tolerance: Duration = .zero, in modes: [LoopMode] = [.common]
     ) throws(LoopError) -> AsyncStream<LoopInstant> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: LoopInstant.self, bufferingPolicy: .bufferingNewest(1))
-        let timer = try loop.schedule(
-            after: interval, repeatingEvery: interval, tolerance: tolerance, in: modes
-        ) { _ in
-            continuation.yield(LoopInstant.now)
+        let watch = LoopExitWatch { continuation.finish() }
+        let target = self
+        do throws(LoopError) {
+            for mode in modes { try watch.add(to: target.raw, in: mode) }
+        } catch {
+            watch.invalidate()
+            throw error
         }
-        continuation.onTermination = { _ in timer.invalidate() }
+        let timer: LoopTimer
+        do throws(LoopError) {
+            timer = try target.schedule(
+                after: interval, repeatingEvery: interval, tolerance: tolerance, in: modes
+            ) { _ in
+                continuation.yield(LoopInstant.now)
+            }
+        } catch {
+            watch.invalidate()
+            throw error
+        }
+        continuation.onTermination = { _ in
+            watch.invalidate()
+            timer.invalidate()
+        }
         return stream
     }
 }

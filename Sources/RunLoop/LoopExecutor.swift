@@ -1,6 +1,7 @@
 internal import CRunLoopCore
 
-/// A serial executor that runs jobs on a loop's thread, interleaved with its timers and sources.
+/// A serial executor and task executor that runs jobs on a loop's thread, interleaved with the
+/// loop's timers and sources.
 ///
 /// Pin an actor to a loop's thread by returning the executor's unowned form:
 ///
@@ -11,32 +12,87 @@ internal import CRunLoopCore
 /// }
 /// ```
 ///
-/// Each job is queued as loop work in the common modes and the loop is woken
-/// (`rl_loop_perform_context(RL_COMMON_MODES)` + `rl_loop_wakeup`); jobs run in the order enqueued when
-/// the loop runs in a common mode.
+/// Run a task, and every child task it makes, on the loop's thread with a task-executor
+/// preference (`TaskExecutor`):
 ///
-/// **Lifetime.** The executor keeps the loop object alive, not its thread: the loop must keep
-/// running while actors use it (a ``LoopWorker``'s executor runs until the worker shuts down).
-/// Enqueueing on a loop whose thread has exited is a fatal error, since the job could never run.
-public final class LoopExecutor: SerialExecutor {
+/// ```swift
+/// let value = await Task(executorPreference: worker.executor) {
+///     await withTaskGroup(of: Int.self) { group in   // children run on the loop's thread too
+///         for i in 0..<4 { group.addTask { i } }
+///         return await group.reduce(0, +)
+///     }
+/// }.value
+/// ```
+///
+/// Jobs run in the order enqueued, when the loop runs in a common mode. A job runs isolated to
+/// this executor and with it as the task executor, so a task that prefers this executor calls an
+/// actor pinned to it without a hop: the call runs at once, on the same thread.
+///
+/// **Cost.** Each job is queued as one loop block in the common modes and the loop is woken
+/// (`rl_loop_perform_context(RL_COMMON_MODES)` + `rl_loop_wakeup`); the block's context is the
+/// executor itself (one atomic retain), and the job waits in the executor's own first-in,
+/// first-out queue, whose storage is reused: in steady state a job allocates nothing.
+///
+/// **Lifetime.** The executor keeps the loop object alive and, for ``LoopWorker/executor``, the
+/// worker's thread: an actor holding a worker's executor keeps the worker running after the
+/// worker itself is dropped (until the actor goes too, or ``LoopWorker/shutDown()``). An executor
+/// of a loop you run yourself keeps only the loop object: that loop must keep running while
+/// actors use it. Enqueueing on a loop whose thread has exited (after an explicit
+/// ``LoopWorker/shutDown()``) is a fatal error, since the job could never run.
+///
+/// **Threads.** `Sendable`: the queue is guarded by a lock, and `rl_loop_perform_context`,
+/// `rl_loop_wakeup` and `rl_loop_is_current` may be called from any thread.
+public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// The loop running the jobs.
-    public let loop: LoopHandle
+    public let loop: Loop
+
+    /// Jobs enqueued and not yet run, in order; one loop block is queued per job, and each block
+    /// runs the oldest. Both are queued under this lock, so block order is job order.
+    private let queue = Locked(JobQueue())
+
+    /// What keeps the loop's thread running, when the executor belongs to a worker.
+    private let owner: (any Sendable & AnyObject)?
 
     /// An executor running jobs on `loop`'s thread.
-    public init(loop: LoopHandle) { self.loop = loop }
+    public convenience init(loop: Loop) { self.init(loop: loop, keepingAlive: nil) }
 
     /// An executor running jobs on `loop`'s thread.
-    public convenience init(_ loop: Loop) { self.init(loop: loop.handle) }
+    public convenience init(_ loop: Loop) { self.init(loop: loop, keepingAlive: nil) }
+
+    init(loop: Loop, keepingAlive owner: (any Sendable & AnyObject)?) {
+        self.loop = loop
+        self.owner = owner
+    }
 
     /// Queues `job` to run on the loop's thread and wakes the loop. Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        do {
-            try loop.perform(in: .common) { job.runSynchronously(on: executor) }
-        } catch {
-            fatalError("LoopExecutor: cannot enqueue a job on a loop whose thread has exited (\(error))")
+        let raw = loop.raw
+        // The block's context owns one retain of the executor (handed over when queued).
+        let info = Unmanaged.passRetained(self).toOpaque()
+        let code = queue.withLock { queue -> Int32 in
+            queue.push(job)
+            var context = rl_block_context_t(
+                info: info, retain: nil, release: { releaseBox($0) },
+                perform: { info in
+                    Unmanaged<LoopExecutor>.fromOpaque(info!)._withUnsafeGuaranteedRef { $0.runNext() }
+                })
+            let code = rl_loop_perform_context(raw, RL_COMMON_MODES, &context)
+            if code != 0 { queue.removeLast() }
+            return code
         }
+        guard code == 0 else {
+            Unmanaged<LoopExecutor>.fromOpaque(info).release()
+            fatalError(
+                "LoopExecutor: cannot enqueue a job on a loop whose thread has exited (\(LoopError(code: code) ?? .invalidArgument))")
+        }
+        if !rl_loop_is_current(raw) { rl_loop_wakeup(raw) }
+    }
+
+    /// Runs the oldest job (the block performing this is that job's).
+    private func runNext() {
+        guard let job = queue.withLock({ $0.pop() }) else { return }
+        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
     }
 
     /// Traps unless called on the loop's thread (`rl_loop_is_current`).
@@ -46,4 +102,39 @@ public final class LoopExecutor: SerialExecutor {
 
     /// Whether the calling thread is the loop's thread.
     public func isIsolatingCurrentContext() -> Bool? { loop.isCurrent }
+}
+
+/// A first-in, first-out ring of jobs whose storage grows by doubling and is kept.
+struct JobQueue {
+    private var slots: [UnownedJob?] = Array(repeating: nil, count: 16)
+    private var head = 0
+    private(set) var count = 0
+
+    mutating func push(_ job: UnownedJob) {
+        if count == slots.count {
+            // Unroll into a twice larger array, oldest first.
+            var grown: [UnownedJob?] = Array(repeating: nil, count: slots.count * 2)
+            for i in 0..<count { grown[i] = slots[(head + i) % slots.count] }
+            slots = grown
+            head = 0
+        }
+        slots[(head + count) % slots.count] = job
+        count += 1
+    }
+
+    mutating func pop() -> UnownedJob? {
+        guard count > 0 else { return nil }
+        let job = slots[head]
+        slots[head] = nil
+        head = (head + 1) % slots.count
+        count -= 1
+        return job
+    }
+
+    /// Takes back the job pushed last.
+    mutating func removeLast() {
+        guard count > 0 else { return }
+        count -= 1
+        slots[(head + count) % slots.count] = nil
+    }
 }

@@ -58,7 +58,8 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
     deinit { rl_release(object(raw)) }
 
     /// An observer of `activities`, called every time (`repeats`) or once. The handler receives
-    /// the observer and the activity. Throws ``LoopError/invalidArgument`` for no activity.
+    /// the observer and the activity. Throws ``LoopError/invalidArgument`` for no activity,
+    /// ``LoopError/outOfMemory``.
     public init(
         activities: Activity, repeats: Bool = true, order: Int = 0,
         handler: @escaping @Sendable (LoopObserver, Activity) -> Void

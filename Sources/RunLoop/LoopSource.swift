@@ -5,10 +5,10 @@ private func sourcePerform(_ info: UnsafeMutableRawPointer?) {
     LoopSource.Box.callOut(info, lending: LoopSource.init(retaining:)) { $0($1) }
 }
 
-/// A version-0 source: a closure the loop performs once at its next pass after ``signal()``.
+/// A version-0 source: a closure the loop performs once at its next pass after it is signalled (``signal(waking:)``).
 ///
-/// Add it to one or more modes of one or more loops (`Loop.add(_:forMode:)`); signal it
-/// from any thread, then wake the loop (``signal(waking:)`` does both). However often it is
+/// Add it to one or more modes of one or more loops (`Loop.add(_:in:)`); signal it
+/// from any thread with ``signal(waking:)``, which also wakes the loop (``markSignalled()`` does not). However often it is
 /// signalled before the loop gets to it, it is performed once. Sources are performed in
 /// ascending ``order``. A source in a mode keeps the mode from being empty.
 ///
@@ -34,7 +34,7 @@ public final class LoopSource: LoopItem, @unchecked Sendable {
 
     deinit { rl_release(object(raw)) }
 
-    /// A source whose `perform` closure runs when a loop services it after ``signal()``. It
+    /// A source whose `perform` closure runs when a loop services it after it is signalled. It
     /// receives the source, so it never needs to capture it.
     public init(order: Int = 0, perform: @escaping @Sendable (LoopSource) -> Void) {
         let box = Box(perform)
@@ -51,16 +51,24 @@ public final class LoopSource: LoopItem, @unchecked Sendable {
         box.raw = raw
     }
 
-    /// Marks the source as signalled: a loop performs it once at its next pass in a mode that
-    /// contains it. Does not wake the loop (see ``signal(waking:)``). Any thread; lock-free when
-    /// already signalled.
-    public func signal() { rl_source_signal(raw) }
-
-    /// Signals the source and wakes `loop` (`rl_source_signal` then `rl_loop_wakeup`). Any thread.
-    public func signal(waking loop: LoopHandle) {
+    /// Signals the source and wakes `loop` (`rl_source_signal` then `rl_loop_wakeup`): the loop
+    /// performs it at its next pass in a mode that contains it. Any thread. This is the spelling
+    /// to use; ``Loop/signal(_:)`` is the same from the loop's side.
+    public func signal(waking loop: Loop) {
         rl_source_signal(raw)
-        rl_loop_wakeup(loop.reference.raw)
+        rl_loop_wakeup(loop.raw)
     }
+
+    /// Marks the source as signalled without waking any loop (`rl_source_signal`): a loop
+    /// performs it at its next pass, which may be long in coming if the loop sleeps. Use it from
+    /// the loop's own thread, or to signal several sources before one ``Loop/wakeUp()``;
+    /// otherwise use ``signal(waking:)``. Any thread; lock-free when already signalled; never
+    /// fails.
+    public func markSignalled() { rl_source_signal(raw) }
+
+    /// Marks the source as signalled without waking its loop.
+    @available(*, deprecated, message: "does not wake the loop: use signal(waking:), or markSignalled() to signal without a wakeup")
+    public func signal() { rl_source_signal(raw) }
 
     /// Whether the source is signalled and not yet performed.
     public var isSignalled: Bool { rl_source_is_signalled(raw) }

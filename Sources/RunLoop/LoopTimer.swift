@@ -8,7 +8,7 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
 ///
-/// Create it, then add it to one loop in one or several modes (`Loop.add(_:forMode:)`),
+/// Create it, then add it to one loop in one or several modes (`Loop.add(_:in:)`),
 /// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
 /// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
 /// a timer whose closure uses its timer leaks nothing. A one-shot timer is invalidated after its
@@ -42,7 +42,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     /// A timer first due at `fireDate` (a past date fires at the next pass), repeating every
     /// `interval` when given, once otherwise. `tolerance` is how late it may fire to share a
     /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a negative interval or
-    /// tolerance. The timer is not in any loop yet.
+    /// tolerance, ``LoopError/outOfMemory``. The timer is not in any loop yet.
     public init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,

@@ -17,15 +17,65 @@ import Synchronization
 /// the order their submissions were queued). Add timers and sources to ``loop`` from any thread,
 /// or from inside submitted work; pin actors to it with ``executor``.
 ///
-/// **Lifetime.** ``shutDown()`` (or the last reference going) ends the thread after the work
-/// already submitted has run, then joins it; its loop is torn down as the thread exits (its
+/// **Lifetime.** ``shutDown()``, or the last reference to the worker and to its ``executor``
+/// going (an actor pinned to the executor keeps the thread running), ends the thread after the
+/// work already submitted has run, then joins it; its loop is torn down as the thread exits (its
 /// sources removed, timers and observers let go, queued work dropped). Any thread may shut the
 /// worker down, including the worker itself (then the thread is detached instead of joined).
 public final class LoopWorker: Sendable {
     /// The worker's loop, for the thread-safe operations.
-    public let loop: LoopHandle
-    /// An executor running jobs on the worker's thread, for pinning actors to it.
+    public let loop: Loop
+    /// An executor running jobs on the worker's thread, for pinning actors to it and for task
+    /// executor preferences. It keeps the worker's thread running while it lives.
     public let executor: LoopExecutor
+
+    private let thread: WorkerThread
+
+    /// Starts the thread (named `name`, at most 15 bytes kept) and waits until its loop exists.
+    /// Throws ``LoopError/system(errno:)`` when the thread cannot be created (for example
+    /// `EAGAIN`).
+    public init(name: String = "LoopWorker") throws(LoopError) {
+        let thread = try WorkerThread(name: name)
+        self.thread = thread
+        self.loop = thread.loop
+        self.executor = LoopExecutor(loop: thread.loop, keepingAlive: thread)
+    }
+
+    /// Whether the calling thread is the worker's thread.
+    public var isCurrent: Bool { loop.isCurrent }
+
+    /// Queues `work` to run on the worker's thread after the work submitted before it, and wakes
+    /// the worker. Any thread.
+    ///
+    /// Throws ``LoopError/workerShutDown`` after ``shutDown()`` (its only error):
+    ///
+    /// ```swift
+    /// do {
+    ///     try worker.submit { handle(request) }
+    /// } catch LoopError.workerShutDown {
+    ///     // typed throws: `error` is a LoopError, and this is the only case submit throws
+    ///     reject(request)
+    /// } catch {
+    ///     fatalError("unreachable: \(error)")
+    /// }
+    /// ```
+    public func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
+        try thread.submit(work)
+    }
+
+    /// Stops the worker after the work submitted so far has run, and waits for its thread to
+    /// end (from the worker's own thread: returns at once, and the thread ends after the current
+    /// work). Later calls do nothing. Any thread.
+    ///
+    /// Waits pending on the worker's loop (``Loop/wait(for:on:in:)``) then throw, and
+    /// iterations of its ``Loop/ticks(every:tolerance:in:)`` end; enqueueing on its
+    /// ``executor`` afterwards is a fatal error.
+    public func shutDown() { thread.shutDown() }
+}
+
+/// The worker's thread: shut down and joined when the last of the worker and its executor goes.
+final class WorkerThread: Sendable {
+    let loop: Loop
 
     private struct State {
         var thread: pthread_t
@@ -35,9 +85,7 @@ public final class LoopWorker: Sendable {
     private let state: Locked<State>
     private let control: WorkerControl
 
-    /// Starts the thread (named `name`, at most 15 bytes kept) and waits until its loop exists.
-    /// Throws ``LoopError/system(errno:)`` when the thread cannot be created.
-    public init(name: String = "LoopWorker") throws(LoopError) {
+    init(name: String) throws(LoopError) {
         let control = WorkerControl(name: name)
         var thread = pthread_t()
         let start = Unmanaged.passRetained(control).toOpaque()
@@ -49,21 +97,14 @@ public final class LoopWorker: Sendable {
             Unmanaged<WorkerControl>.fromOpaque(start).release()
             throw .system(errno: code)
         }
-        let loop = control.waitForLoop()
+        self.loop = control.waitForLoop()
         self.control = control
-        self.loop = loop
-        self.executor = LoopExecutor(loop: loop)
         self.state = Locked(State(thread: thread))
     }
 
     deinit { shutDown() }
 
-    /// Whether the calling thread is the worker's thread.
-    public var isCurrent: Bool { loop.isCurrent }
-
-    /// Queues `work` to run on the worker's thread after the work submitted before it, and wakes
-    /// the worker. Any thread. Throws ``LoopError/workerShutDown`` after ``shutDown()``.
-    public func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
+    func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
         // Queued under the state lock, so that all work accepted is queued before the stop
         // that shutDown() queues after setting the flag: accepted work always runs.
         let loop = self.loop
@@ -79,10 +120,7 @@ public final class LoopWorker: Sendable {
         try result.get()
     }
 
-    /// Stops the worker after the work submitted so far has run, and waits for its thread to
-    /// end (from the worker's own thread: returns at once, and the thread ends after the current
-    /// work). Later calls do nothing. Any thread.
-    public func shutDown() {
+    func shutDown() {
         let thread: pthread_t? = state.withLock { state in
             if state.shutDown { return nil }
             state.shutDown = true
@@ -99,7 +137,8 @@ public final class LoopWorker: Sendable {
         } catch {
             // The thread already ended its loop (it cannot without a shutdown): nothing to stop.
         }
-        if loop.isCurrent {
+        // From the worker's own thread (its work, or a release during its loop's teardown).
+        if pthread_equal(pthread_self(), thread) != 0 {
             pthread_detach(thread)
         } else {
             pthread_join(thread, nil)
@@ -112,13 +151,13 @@ final class WorkerControl: Sendable {
     let name: String
     let exitRequested = Atomic<Bool>(false)
     /// The loop, published once by the worker's thread.
-    private let published = Locked<LoopHandle?>(nil)
+    private let published = Locked<Loop?>(nil)
     private let ready = Atomic<Bool>(false)
 
     init(name: String) { self.name = name }
 
     /// Waits (briefly, at thread start) until the thread has published its loop.
-    func waitForLoop() -> LoopHandle {
+    func waitForLoop() -> Loop {
         while !ready.load(ordering: .acquiring) { sched_yield() }
         return published.withLock { $0! }
     }
@@ -126,7 +165,9 @@ final class WorkerControl: Sendable {
     /// The worker thread's body.
     func main() {
         rl_shim_set_thread_name(name)
-        let raw: OpaquePointer = rl_loop_get_current()
+        // The thread's own Loop object, so that Loop.current on the worker is worker.loop.
+        let loop = Loop.current
+        let raw = loop.raw
         // Keep-alive: a version-0 source that is never signalled keeps the default mode from
         // being empty, so the loop waits instead of finishing. The loop holds its only reference
         // and removes it at teardown.
@@ -135,7 +176,7 @@ final class WorkerControl: Sendable {
             _ = rl_loop_add_source(raw, keepAlive, RL_COMMON_MODES)
             rl_release(object(keepAlive))
         }
-        published.withLock { $0 = LoopHandle(LoopReference(retaining: raw)) }
+        published.withLock { $0 = loop }
         ready.store(true, ordering: .releasing)
         while !exitRequested.load(ordering: .acquiring) {
             _ = rl_run_in_mode(RL_DEFAULT_MODE, .infinity, false)

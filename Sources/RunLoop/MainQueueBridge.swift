@@ -27,7 +27,7 @@ enum MainQueueBridge {
                     handler: { _, _ in rl_dispatch_service_main_queue() })
             else { return }
             do {
-                try loop.add(bridge, forMode: .common)
+                try loop.add(bridge, in: .common)
                 installed = bridge
             } catch {
                 bridge.invalidate()

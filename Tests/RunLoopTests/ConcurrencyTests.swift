@@ -94,18 +94,18 @@ struct ConcurrencyTests {
 
     @Test func executorOnAThreadRunningItsOwnLoop() async throws {
         // A test thread that runs its own loop in the default mode; an actor pinned to it.
-        let ready = PLock<LoopHandle?>(nil)
+        let ready = PLock<Loop?>(nil)
         let finished = Counter()
         let runner = Thread0 {
             let loop = Loop.current
             let keep = LoopSource { _ in }
-            try? loop.add(keep, forMode: .default)
-            ready.withLock { $0 = loop.handle }
+            try? loop.add(keep, in: .default)
+            ready.withLock { $0 = loop }
             _ = try? loop.run()
             keep.invalidate()
             finished.increment()
         }
-        var handle: LoopHandle?
+        var handle: Loop?
         #expect(eventually { handle = ready.withLock { $0 }; return handle != nil })
         let actor = Pinned(executor: LoopExecutor(loop: handle!))
         await withTaskGroup(of: Void.self) { group in
@@ -140,10 +140,10 @@ struct ConcurrencyTests {
         let task = Task {
             try await handle.wait(on: pipe.read)
         }
-        #expect(eventually { handle.loop.description.contains("fd \(pipe.read) ") })
+        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(eventually { !handle.loop.description.contains("fd \(pipe.read) ") })
+        #expect(eventually { !handle.description.contains("fd \(pipe.read) ") })
         // Cancelled before it starts: throws at once.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -164,7 +164,7 @@ struct ConcurrencyTests {
         #expect(seen.count == 3)
         #expect(seen == seen.sorted())
         // Leaving the loop invalidated the timer.
-        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+        #expect(eventually { handle.nextTimerFireDate(in: .default) == nil })
     }
 
     @Test func cancellingTickIterationInvalidatesTheTimer() async throws {
@@ -178,7 +178,7 @@ struct ConcurrencyTests {
         #expect(eventually { started.count >= 2 })
         task.cancel()
         try await task.value
-        #expect(eventually { handle.loop.nextTimerFireDate(in: .default) == nil })
+        #expect(eventually { handle.nextTimerFireDate(in: .default) == nil })
     }
 
     @Test func handleOperationsFromOtherThreads() async throws {
@@ -187,7 +187,7 @@ struct ConcurrencyTests {
         let handle = worker.loop
         let performed = Counter()
         let source = LoopSource { _ in performed.increment() }
-        try handle.loop.add(source, forMode: .default)
+        try handle.add(source, in: .default)
         let threads = (0..<3).map { _ in Thread0 { handle.signal(source); handle.wakeUp() } }
         threads.forEach { $0.join() }
         #expect(eventually { performed.count >= 1 })
@@ -196,4 +196,88 @@ struct ConcurrencyTests {
         #expect(eventually { ran.count == 1 })
         source.invalidate()
     }
+    // MARK: Shutdown hazards (issue 10, item 7)
+
+    @Test func pendingWaitThrowsWhenTheWorkerShutsDown() async throws {
+        let worker = try LoopWorker(name: "wait-exit")
+        let pipe = Pipe()
+        let handle = worker.loop
+        let task = Task { try await handle.wait(on: pipe.read) }
+        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
+        worker.shutDown()
+        await #expect(throws: LoopError.invalidArgument) { try await task.value }
+        // A wait started after the thread exited throws at once.
+        await #expect(throws: LoopError.invalidArgument) { try await handle.wait(on: pipe.read) }
+    }
+
+    @Test func tickIterationEndsWhenTheWorkerShutsDown() async throws {
+        let worker = try LoopWorker(name: "ticks-exit")
+        let handle = worker.loop
+        let seen = Counter()
+        let task = Task {
+            for await _ in try handle.ticks(every: .milliseconds(2)) { seen.increment() }
+            return seen.count
+        }
+        #expect(eventually { seen.count >= 2 })
+        worker.shutDown()
+        let total = try await task.value  // ends instead of waiting forever
+        #expect(total >= 2)
+        #expect(throws: LoopError.invalidArgument) { _ = try handle.ticks(every: .milliseconds(2)) }
+    }
+
+    @Test func actorKeepsItsWorkerRunningAfterTheWorkerIsDropped() async throws {
+        var worker: LoopWorker? = try LoopWorker(name: "dropped")
+        let actor = Pinned(executor: worker!.executor)
+        let loop = worker!.loop
+        worker = nil  // the executor keeps the thread running
+        for i in 0..<20 { await actor.record(i) }
+        #expect(await actor.log == Array(0..<20))
+        #expect(await actor.offThread == 0)
+        #expect(!loop.isCurrent)
+    }
+
+    @Test func workerThreadEndsWhenItsExecutorGoesToo() async throws {
+        var worker: LoopWorker? = try LoopWorker(name: "both-go")
+        var executor: LoopExecutor? = worker!.executor
+        let loop = worker!.loop
+        worker = nil
+        let ran = Counter()
+        try loop.perform { ran.increment() }
+        #expect(eventually { ran.count == 1 }, "still running: the executor holds it")
+        executor = nil
+        _ = executor
+        // The thread exited: its loop refuses work.
+        #expect(eventually { (try? loop.perform {}) == nil })
+    }
+
+    @Test func executorJobsRunInOrderPastTheQueueGrowth() async throws {
+        let worker = try LoopWorker(name: "many-jobs")
+        defer { worker.shutDown() }
+        let actor = Pinned(executor: worker.executor)
+        // Many callers at once: more jobs pending than the queue's first capacity.
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<500 { group.addTask { await actor.record(i) } }
+        }
+        #expect(await actor.log.sorted() == Array(0..<500))
+        #expect(await actor.offThread == 0)
+    }
+
+    @Test func jobQueueIsFirstInFirstOutAcrossWrapAndGrowth() {
+        var queue = JobQueue()
+        // Jobs are opaque: use distinct fake pointers, never run.
+        func job(_ i: Int) -> UnownedJob { unsafeBitCast(UnsafeRawPointer(bitPattern: 16 * (i + 1))!, to: UnownedJob.self) }
+        func id(_ job: UnownedJob?) -> Int { Int(bitPattern: unsafeBitCast(job!, to: UnsafeRawPointer.self)) / 16 - 1 }
+        var next = 0
+        var expected = 0
+        for round in 0..<5 {
+            for _ in 0..<(10 + round * 9) { queue.push(job(next)); next += 1 }
+            for _ in 0..<7 { #expect(id(queue.pop()) == expected); expected += 1 }
+        }
+        queue.push(job(next))
+        queue.removeLast()
+        while let popped = queue.pop() { #expect(id(popped) == expected); expected += 1 }
+        #expect(expected == next)
+        #expect(queue.count == 0)
+    }
 }
+

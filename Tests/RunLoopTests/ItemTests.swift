@@ -58,7 +58,7 @@ struct TimerTests {
             #expect(timer.tolerance == .milliseconds(3))
             timer.tolerance = .milliseconds(7)
             #expect(abs((timer.tolerance - .milliseconds(7)).components.attoseconds) < 1_000_000)
-            try loop.add(timer, forMode: .default)
+            try loop.add(timer, in: .default)
             #expect(try loop.run(for: .milliseconds(5)) == .timedOut)
             let start = LoopInstant.now
             timer.fireDate = start.advanced(by: .milliseconds(10))
@@ -73,7 +73,7 @@ struct TimerTests {
             let t2 = try LoopTimer(fireAt: deadline) { _ in fired.increment() }
             let expected = LoopInstant.now.advanced(by: .milliseconds(20))
             #expect(abs(t2.fireDate.monotonicSeconds - expected.monotonicSeconds) < 0.005)
-            try loop.add(t2, forMode: .default)
+            try loop.add(t2, in: .default)
             try loop.run()
             #expect(ContinuousClock.now >= deadline)
             #expect(fired.count == 2)
@@ -85,10 +85,10 @@ struct TimerTests {
             let loop = Loop.current
             let fired = Counter()
             let timer = try loop.schedule(after: .zero, in: [.default, "a", "b"]) { _ in fired.increment() }
-            #expect(loop.contains(timer, inMode: "a") && loop.contains(timer, inMode: "b"))
+            #expect(loop.contains(timer, in: "a") && loop.contains(timer, in: "b"))
             try loop.run(mode: "b", for: .seconds(30))
             #expect(fired.count == 1)
-            #expect(!loop.contains(timer, inMode: "a"))
+            #expect(!loop.contains(timer, in: "a"))
         }
     }
 
@@ -115,8 +115,8 @@ struct TimerTests {
             do {
                 let tracked = Tracked(deinits)
                 let timer = try LoopTimer(after: .seconds(3600)) { _ in tracked.touch() }
-                try loop.add(timer, forMode: .default)
-                try loop.add(timer, forMode: "x")
+                try loop.add(timer, in: .default)
+                try loop.add(timer, in: "x")
             }
             // The loop holds the timer: the closure is alive.
             #expect(deinits.count == 0)
@@ -153,7 +153,7 @@ struct TimerTests {
                     _ = after.increment()
                 }
             }
-            try loop.add(holder.timer!, forMode: .default)
+            try loop.add(holder.timer!, in: .default)
             #expect(try loop.run(for: .seconds(10)) == .finished)
         }
         #expect(after.count == 1)
@@ -165,7 +165,7 @@ struct TimerTests {
         try await onNewThread {
             let loop = Loop.current
             var timer: LoopTimer? = try LoopTimer(after: .seconds(3600)) { [t = Tracked(deinits)] _ in t.touch() }
-            try loop.add(timer!, forMode: .default)
+            try loop.add(timer!, in: .default)
             timer!.invalidate()
             #expect(deinits.count == 0)  // our handle still owns the C timer
             timer = nil
@@ -187,8 +187,8 @@ struct SourceTests {
                 if performed.increment() == 3 { Loop.current.stop() }
             }
             #expect(source.order == 3)
-            try loop.add(source, forMode: .default)
-            let handle = loop.handle
+            try loop.add(source, in: .default)
+            let handle = loop
             let signaller = Thread0 {
                 for _ in 0..<3 {
                     _ = eventually { handle.isWaiting }
@@ -210,8 +210,8 @@ struct SourceTests {
         try await onNewThread {
             let loop = Loop.current
             var source: LoopSource? = LoopSource { [t = Tracked(deinits)] _ in t.touch() }
-            try loop.add(source!, forMode: .default)
-            try loop.add(source!, forMode: "m")
+            try loop.add(source!, in: .default)
+            try loop.add(source!, in: "m")
             source = nil
             #expect(deinits.count == 0)  // the loop still holds it, in two modes
         }
@@ -224,10 +224,10 @@ struct SourceTests {
         try await onNewThread {
             let loop = Loop.current
             var source: LoopSource? = LoopSource { [t = Tracked(deinits)] _ in t.touch() }
-            try loop.add(source!, forMode: .default)
-            try loop.remove(source!, forMode: .default)
+            try loop.add(source!, in: .default)
+            try loop.remove(source!, in: .default)
             #expect(deinits.count == 0)
-            #expect(throws: LoopError.notInMode) { try loop.remove(source!, forMode: .default) }
+            #expect(throws: LoopError.notInMode) { try loop.remove(source!, in: .default) }
             source = nil
             #expect(deinits.count == 1)
         }
@@ -243,8 +243,8 @@ struct SourceTests {
                     performed.increment()
                     s.invalidate()  // invalidation from inside the callout
                 }
-                try loop.add(source, forMode: .default)
-                source.signal()
+                try loop.add(source, in: .default)
+                source.markSignalled()
             }
             try loop.run(for: .seconds(10))
             #expect(performed.count == 1)
@@ -263,7 +263,7 @@ struct SourceTests {
             }
             #expect(source.fileDescriptor == pipe.read)
             #expect(source.events == .readable)
-            try loop.add(source, forMode: .default)
+            try loop.add(source, in: .default)
             #expect(try loop.run(for: .milliseconds(5)) == .timedOut)
             pipe.send()
             #expect(try loop.run(for: .seconds(30)) == .finished)
@@ -276,7 +276,7 @@ struct SourceTests {
             }
             try w.setEvents(.writable)
             #expect(w.events == .writable)
-            try loop.add(w, forMode: .default)
+            try loop.add(w, in: .default)
             try loop.run(for: .seconds(30))
             #expect(log.all == [.readable, .writable])
         }
@@ -293,8 +293,8 @@ struct SourceTests {
             let single = try LoopObserver(activities: .entry, repeats: false) { o, _ in once.increment() }
             #expect(observer.repeats && !single.repeats)
             #expect(observer.activities == [.entry, .exit, .beforeTimers])
-            try loop.add(observer, forMode: .default)
-            try loop.add(single, forMode: .default)
+            try loop.add(observer, in: .default)
+            try loop.add(single, in: .default)
             try loop.schedule(after: .zero) { _ in }
             try loop.run()
             #expect(log.all.first == .entry)
@@ -306,15 +306,15 @@ struct SourceTests {
     }
 
     @Test func errors() async throws {
-        let other = try await onNewThread { Loop.current.handle }
+        let other = try await onNewThread { Loop.current }
         try await onNewThread {
             let loop = Loop.current
             let timer = try LoopTimer(after: .seconds(3600)) { _ in }
-            try loop.add(timer, forMode: .default)
-            #expect(throws: LoopError.alreadyInMode) { try loop.add(timer, forMode: .default) }
+            try loop.add(timer, in: .default)
+            #expect(throws: LoopError.alreadyInMode) { try loop.add(timer, in: .default) }
             // The other thread exited: adding to its loop is refused.
-            #expect(throws: LoopError.invalidArgument) { try other.loop.add(LoopSource { _ in }, forMode: .default) }
-            #expect(throws: LoopError.notInMode) { try loop.remove(timer, forMode: "nowhere") }
+            #expect(throws: LoopError.invalidArgument) { try other.add(LoopSource { _ in }, in: .default) }
+            #expect(throws: LoopError.notInMode) { try loop.remove(timer, in: "nowhere") }
             #expect(throws: LoopError.invalidArgument) { try LoopObserver(activities: []) { _, _ in } }
             #expect(throws: LoopError.badFileDescriptor) {
                 try FileDescriptorSource(fileDescriptor: 9999, events: .readable) { _, _ in }
@@ -324,7 +324,7 @@ struct SourceTests {
             }
             #expect(throws: LoopError.invalidArgument) { try loop.perform(in: "") {} }
             timer.invalidate()
-            #expect(throws: LoopError.invalidArgument) { try loop.add(timer, forMode: .default) }
+            #expect(throws: LoopError.invalidArgument) { try loop.add(timer, in: .default) }
             #expect(LoopError.alreadyInAnotherLoop.description == "alreadyInAnotherLoop (EBUSY)")
             #expect(LoopError.notInMode.errno == ENOENT)
         }
@@ -334,9 +334,9 @@ struct SourceTests {
         let timer = try LoopTimer(after: .seconds(3600)) { _ in }
         let worker = try LoopWorker(name: "busy")
         defer { worker.shutDown() }
-        try worker.loop.loop.add(timer, forMode: .default)
+        try worker.loop.add(timer, in: .default)
         try await onNewThread {
-            #expect(throws: LoopError.alreadyInAnotherLoop) { try Loop.current.add(timer, forMode: .default) }
+            #expect(throws: LoopError.alreadyInAnotherLoop) { try Loop.current.add(timer, in: .default) }
         }
         timer.invalidate()
     }

@@ -38,8 +38,8 @@ struct LoopTests {
             #expect(try loop.run(for: .seconds(30)) == .stopped)
             // Return after a source.
             let source = LoopSource { _ in }
-            try loop.add(source, forMode: .default)
-            source.signal()
+            try loop.add(source, in: .default)
+            source.markSignalled()
             #expect(try loop.run(for: .seconds(30), returningAfterSourceHandled: true) == .handledSource)
             source.invalidate()
             far.invalidate()
@@ -50,9 +50,9 @@ struct LoopTests {
     }
 
     @Test func runOnAnotherThreadThrows() async throws {
-        let handle = try await onNewThread { Loop.current.handle }
+        let handle = try await onNewThread { Loop.current }
         try await onNewThread {
-            #expect(throws: LoopError.notOnLoopThread) { try handle.loop.run() }
+            #expect(throws: LoopError.notOnLoopThread) { try handle.run() }
         }
     }
 
@@ -64,10 +64,10 @@ struct LoopTests {
             let timer = try loop.schedule(after: .zero, in: [.common]) { _ in
                 seen.append(Loop.current.currentMode)
             }
-            #expect(loop.contains(timer, inMode: .default))
-            #expect(!loop.contains(timer, inMode: tracking))
+            #expect(loop.contains(timer, in: .default))
+            #expect(!loop.contains(timer, in: tracking))
             try loop.addCommonMode(tracking)
-            #expect(loop.contains(timer, inMode: tracking))
+            #expect(loop.contains(timer, in: tracking))
             #expect(loop.allModes.contains(tracking))
             #expect(loop.allModes.contains(.default))
             #expect(loop.currentMode == nil)
@@ -96,14 +96,14 @@ struct LoopTests {
 
     @Test func isWaitingAndWakeUpFromAnotherThread() async throws {
         let started = Counter()
-        let handle = try await onNewThread { Loop.current.handle }
+        let handle = try await onNewThread { Loop.current }
         _ = handle
         // The loop of a live thread: run it here, probe from a second thread.
         let result = try await onNewThread { () -> Bool in
             let loop = Loop.current
             let keep = LoopSource { _ in }
-            try loop.add(keep, forMode: .default)
-            let h = loop.handle
+            try loop.add(keep, in: .default)
+            let h = loop
             let prober = Thread0 {
                 // Wait until the loop sleeps, then stop it.
                 if eventually({ h.isWaiting }) { started.increment() }

@@ -82,7 +82,7 @@ struct QueuedWorkTests {
         let deinits = Counter()
         let ran = Counter()
         let queued = 300  // more than the core keeps for reuse
-        let handle = try await onNewThread { () -> LoopHandle in
+        let handle = try await onNewThread { () -> Loop in
             let loop = Loop.current
             // Some from the loop's own thread, some through a handle from other threads, in a
             // common mode, the default mode and a mode never run; the thread never runs its loop.
@@ -90,7 +90,7 @@ struct QueuedWorkTests {
             for i in 0..<queued / 3 {
                 try loop.perform(in: modes[i % 3]) { [t = Tracked(deinits)] in t.touch(); ran.increment() }
             }
-            let handle = loop.handle
+            let handle = loop
             let senders = (0..<2).map { _ in
                 Thread0 {
                     for _ in 0..<queued / 3 {
@@ -109,7 +109,7 @@ struct QueuedWorkTests {
             try handle.perform { [t = Tracked(deinits)] in t.touch(); ran.increment() }
         }
         #expect(throws: LoopError.invalidArgument) {
-            try handle.loop.perform { [t = Tracked(deinits)] in t.touch(); ran.increment() }
+            try handle.perform { [t = Tracked(deinits)] in t.touch(); ran.increment() }
         }
         #expect(ran.count == 0)
         #expect(deinits.count == queued + 2)
@@ -134,11 +134,11 @@ struct QueuedWorkTests {
         try worker.submit {}
         try worker.loop.perform {}
         try worker.loop.perform(in: custom) {}
-        try worker.loop.loop.perform(in: .common) {}
+        try worker.loop.perform(in: .common) {}
         let ran = Counter()
         try worker.loop.perform { ran.increment() }
         #expect(eventually { ran.count == 1 })
-        let loop = worker.loop.loop
+        let loop = worker.loop
         let used: Set<String> = [LoopMode.default.rawValue, custom.rawValue]
         #expect(coreModes(loop) == used)
         #expect(Set(loop.allModes.map(\.rawValue)) == used)
@@ -147,7 +147,7 @@ struct QueuedWorkTests {
         try await onNewThread {
             let loop = Loop.current
             try loop.perform {}
-            try loop.handle.perform {}
+            try loop.perform {}
             try loop.run(for: .zero)
             #expect(coreModes(loop) == [LoopMode.default.rawValue])
             #expect(loop.allModes == [.default])

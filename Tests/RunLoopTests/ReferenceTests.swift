@@ -86,8 +86,8 @@ struct ReferenceTests {
                     performed.increment()
                     lent.invalidate()
                 }
-                try loop.add(source, forMode: .default)
-                source.signal()
+                try loop.add(source, in: .default)
+                source.markSignalled()
             }
             #expect(deinits.count == 0, "the loop holds the source")
             #expect(try loop.run(for: .seconds(10)) == .finished)

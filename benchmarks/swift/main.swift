@@ -6,7 +6,7 @@
 //   - cross-thread wakeup latency, Swift thread to Swift thread: the sender signals a version-0
 //     source and wakes the receiving loop while it sleeps; the latency is from just before the
 //     signal to the start of the perform closure. Through the Swift layer (LoopSource,
-//     LoopHandle.signal) and through the C API called directly from Swift (rl_source_signal +
+//     Loop.signal) and through the C API called directly from Swift (rl_source_signal +
 //     rl_loop_wakeup, a @convention(c) perform), alternating sample by sample between the two
 //     on the same pair of threads (pinned to CPUs 0 and 1), so that neither gets a luckier
 //     thread placement or a quieter minute.
@@ -14,6 +14,11 @@
 //     fires it, release it. Swift layer vs C API.
 //   - Foundation's RunLoop for comparison: perform + wake (RunLoop.perform then _stop(), the only
 //     public wakeup) and Timer add + fire.
+//   - actor jobs per second (issue 10, item 2): one actor type's calls from 8 concurrent tasks,
+//     the actor pinned to a LoopWorker's LoopExecutor, on the default actor executor, and on a
+//     serial DispatchQueue wrapped as a SerialExecutor (DispatchSerialQueue is not in Linux's
+//     Dispatch); the three interleaved round by round. `--jobs-only` runs just this part, with
+//     few calls (a smoke test, not a figure).
 // Ratios are Swift layer / C API (target: at most 1.10).
 import CRunLoopCore
 import Foundation
@@ -22,6 +27,7 @@ import RunLoop
 import Synchronization
 
 let quick = CommandLine.arguments.contains("--quick")
+let jobsOnly = CommandLine.arguments.contains("--jobs-only")
 let verbose = CommandLine.arguments.contains("--verbose")
 
 /// Progress on standard error with --verbose.
@@ -115,9 +121,9 @@ struct CSide: @unchecked Sendable {
     let source: OpaquePointer
 }
 
-/// The Swift layer's side: a `LoopSource` signalled through a `LoopHandle`.
+/// The Swift layer's side: a `LoopSource` signalled through a `Loop`.
 struct SwiftSide: Sendable {
-    let handle: LoopHandle
+    let handle: Loop
     let source: LoopSource
 }
 
@@ -159,7 +165,7 @@ func makeCSource(recordingInto recorder: Recorder) -> CSide {
 /// `LoopSource`, a C source, and a second C source, the control. The sender takes them in turn,
 /// one wakeup at a time, each after the receiver has gone to sleep. Every variant thus sees the
 /// same threads, the same CPU placement and the same moment's noise; what differs is exactly
-/// the wrapper: `LoopHandle.signal` against `rl_source_signal` + `rl_loop_wakeup`, and the
+/// the wrapper: `Loop.signal` against `rl_source_signal` + `rl_loop_wakeup`, and the
 /// Swift callout (box, handle, closure) against a C function. The control is the C variant
 /// again: its ratio to the C variant is what the harness alone gives. `rotation` picks which
 /// variant leads each round.
@@ -169,10 +175,10 @@ func interleavedWakeups(_ turns: Int, c: Recorder, swift: Recorder, control: Rec
         pin(to: 1)
         let loop = Loop.current
         let source = LoopSource { _ in swift.record() }
-        try! loop.add(source, forMode: .default)
+        try! loop.add(source, in: .default)
         let cSide = makeCSource(recordingInto: c)
         let controlSide = makeCSource(recordingInto: control)
-        ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop.handle, source: source)) }
+        ready.withLock { $0 = (cSide, controlSide, SwiftSide(handle: loop, source: source)) }
         try! loop.run()
         source.invalidate()
         for side in [cSide, controlSide] {
@@ -326,7 +332,7 @@ func swiftTimers(_ count: Int) -> TimerCosts {
     return TimerAPI<LoopTimer>(
         fired: fired,
         make: { try! LoopTimer(fireAt: due) { _ in fired.value += 1 } },
-        add: { try! loop.add($0, forMode: .default) },
+        add: { try! loop.add($0, in: .default) },
         pass: { try! loop.run(mode: .default, for: .zero) },
         drop: { _ in }
     ).measure(count, batch: 1000)
@@ -373,6 +379,90 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 
 func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
 
+// ---- Actor jobs per second --------------------------------------------------------------------
+
+protocol Bumping: Actor { func bump() }
+
+/// The measured actor, pinned to a loop's executor.
+actor LoopBumper: Bumping {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    var count = 0
+    init(_ executor: LoopExecutor) { self.executor = executor }
+    func bump() { count += 1 }
+}
+
+/// The same actor on the default actor executor.
+actor DefaultBumper: Bumping {
+    var count = 0
+    func bump() { count += 1 }
+}
+
+/// A serial DispatchQueue as a SerialExecutor (one closure per job, as Dispatch needs).
+final class QueueExecutor: SerialExecutor {
+    let queue = DispatchQueue(label: "bench.queue-executor")
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// The same actor on a DispatchQueue executor.
+actor QueueBumper: Bumping {
+    let executor: QueueExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    var count = 0
+    init(_ executor: QueueExecutor) { self.executor = executor }
+    func bump() { count += 1 }
+}
+
+/// Calls per second of `calls` calls to `actor.bump()`, made by 8 concurrent tasks (each call is
+/// one job on the actor's executor), from a synchronous caller.
+func jobsPerSecond(_ actor: some Bumping, calls: Int) -> Double {
+    let result = Mutex<Double>(0)
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        let start = nowNanos()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask { for _ in 0..<(calls / 8) { await actor.bump() } }
+            }
+        }
+        let seconds = Double(nowNanos() - start) / 1e9
+        result.withLock { $0 = Double(calls / 8 * 8) / seconds }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0 }
+}
+
+/// One round of the three variants, in an order that rotates with the round.
+func jobRound(_ round: Int, calls: Int, into figures: inout [[Double]]) {
+    let worker = try! LoopWorker(name: "bench-jobs")
+    defer { worker.shutDown() }
+    let variants: [() -> Double] = [
+        { jobsPerSecond(LoopBumper(worker.executor), calls: calls) },
+        { jobsPerSecond(DefaultBumper(), calls: calls) },
+        { jobsPerSecond(QueueBumper(QueueExecutor()), calls: calls) },
+    ]
+    for k in 0..<3 {
+        let v = (k + round) % 3
+        figures[v].append(variants[v]())
+    }
+}
+
+let jobCalls = jobsOnly ? 2_000 : (quick ? 50_000 : 200_000)
+var jobFigures: [[Double]] = [[], [], []]
+if jobsOnly {
+    for round in 0..<2 { jobRound(round, calls: jobCalls, into: &jobFigures) }
+    let names = ["LoopExecutor", "default executor", "DispatchQueue executor"]
+    for (name, figures) in zip(names, jobFigures) {
+        print("actor jobs on \(name): \(figures.map { String(format: "%.0f", $0) }.joined(separator: ", ")) calls/s")
+    }
+    exit(0)
+}
+
 let swiftRecorder = Recorder(), cRecorder = Recorder(), foundationRecorder = Recorder()
 let controlRecorder = Recorder()
 var swiftTimer: [Double] = [], cTimer: [Double] = [], foundationTimer: [Double] = []
@@ -408,6 +498,7 @@ for round in 0..<rounds {
         timerResults.withLock { $0.0.append(c); $0.1.append(s); $0.2.append(f) }
     }
     pthread_join(t, nil)
+    jobRound(round, calls: jobCalls, into: &jobFigures)
 }
 
 let (cT, sT, fT) = timerResults.withLock { $0 }
@@ -447,6 +538,12 @@ print("timers: medians over rounds; add+fire adds 1000 due timers and fires them
 print("one-shot life is create, add, release, and a polling pass of its own, per timer.")
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
 print("Foundation's timer figures include leaking each Timer (a Foundation bug).")
+let jobMedians = jobFigures.map(median)
+print("actor jobs (calls/s, median over rounds, \(jobCalls) calls from 8 tasks per round):")
+print(String(format: "  LoopExecutor %.0f   default executor %.0f   DispatchQueue executor %.0f   LoopExecutor/default %.3f",
+             jobMedians[0], jobMedians[1], jobMedians[2], jobMedians[0] / jobMedians[1]))
+print("wakeups: a loop that has just performed signalled sources spins up to 5 us before it sleeps, so")
+print("back-to-back signals to a busy loop cost far less than a sleeping loop's wakeup.")
 
 // --json PATH: the same figures, machine-readable, for benchmarks/run.
 if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < CommandLine.arguments.count {
@@ -460,7 +557,9 @@ if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < Command
         entry("wakeup_latency_p99", percentile(cS, 0.99), percentile(sS, 0.99), percentile(fS, 0.99), control: percentile(kS, 0.99), "us"),
     ] + timerRows.map { name, key, figure in
         entry(key, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, "ns/op")
-    }
+    } + [
+        "  \"actor_jobs_per_second\": {\"loop_executor\": \(jobMedians[0]), \"default_executor\": \(jobMedians[1]), \"dispatch_queue_executor\": \(jobMedians[2]), \"unit\": \"calls/s\"}",
+    ]
     let text = "{\n\(body.joined(separator: ",\n"))\n}\n"
     let path = CommandLine.arguments[flag + 1]
     guard let file = fopen(path, "w") else { fatalError("swift-wrapper-bench: cannot write \(path)") }

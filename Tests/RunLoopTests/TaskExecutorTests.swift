@@ -1,0 +1,122 @@
+import Glibc
+@testable import RunLoop
+import Testing
+
+/// An actor on a worker's executor that reports whether loop work queued before the call had
+/// run when its method began (it had, if the call hopped through the loop's queue).
+actor Probe {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    init(executor: LoopExecutor) { self.executor = executor }
+
+    func look(at flag: Counter) -> (onLoop: Bool, queuedWorkRan: Bool) {
+        (executor.loop.isCurrent, flag.count > 0)
+    }
+}
+
+/// The loop's executor as a `TaskExecutor` (issue 10, item 3).
+@Suite("Task executor", .serialized)
+struct TaskExecutorTests {
+    @Test func aTaskWithThePreferenceRunsOnTheLoopThreadAcrossSuspensions() async throws {
+        let worker = try LoopWorker(name: "task-pref")
+        defer { worker.shutDown() }
+        let loop = worker.loop
+        let onLoop = try await Task(executorPreference: worker.executor) { () -> [Bool] in
+            var seen = [loop.isCurrent]
+            await Task.yield()
+            seen.append(loop.isCurrent)
+            try await Task.sleep(for: .milliseconds(2))
+            seen.append(loop.isCurrent)
+            return seen
+        }.value
+        #expect(onLoop == [true, true, true])
+    }
+
+    @Test func withTaskExecutorPreferenceRunsItsBodyOnTheLoopThread() async throws {
+        let worker = try LoopWorker(name: "with-pref")
+        defer { worker.shutDown() }
+        let loop = worker.loop
+        let inside = await withTaskExecutorPreference(worker.executor) {
+            await Task.yield()
+            return loop.isCurrent
+        }
+        #expect(inside)
+    }
+
+    @Test func childTasksOfAGroupRunOnTheLoopThread() async throws {
+        let worker = try LoopWorker(name: "group")
+        defer { worker.shutDown() }
+        let loop = worker.loop
+        let (sum, offLoop) = await Task(executorPreference: worker.executor) { () -> (Int, Int) in
+            await withTaskGroup(of: (Int, Bool).self) { group in
+                for i in 1...50 {
+                    group.addTask {
+                        await Task.yield()
+                        return (i, loop.isCurrent)
+                    }
+                }
+                var sum = 0
+                var offLoop = 0
+                for await (i, on) in group {
+                    sum += i
+                    if !on { offLoop += 1 }
+                }
+                return (sum, offLoop)
+            }
+        }.value
+        #expect(sum == 1275)
+        #expect(offLoop == 0)
+        // A child added with an explicit preference from a task that has none.
+        let explicit = await withTaskGroup(of: Bool.self) { group in
+            group.addTask(executorPreference: worker.executor) { loop.isCurrent }
+            return await group.next()!
+        }
+        #expect(explicit)
+    }
+
+    @Test func cancellationReachesTasksOnTheLoop() async throws {
+        let worker = try LoopWorker(name: "cancel")
+        defer { worker.shutDown() }
+        let loop = worker.loop
+        let started = Counter()
+        let task = Task(executorPreference: worker.executor) { () -> (Int, Bool) in
+            await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        started.increment()
+                        do {
+                            try await Task.sleep(for: .seconds(3600))
+                            return false
+                        } catch {
+                            return error is CancellationError && loop.isCurrent
+                        }
+                    }
+                }
+                var cancelledOnLoop = 0
+                for await ok in group where ok { cancelledOnLoop += 1 }
+                return (cancelledOnLoop, loop.isCurrent)
+            }
+        }
+        #expect(eventually { started.count == 4 })
+        task.cancel()
+        let (cancelledOnLoop, endedOnLoop) = await task.value
+        #expect(cancelledOnLoop == 4)
+        #expect(endedOnLoop)
+    }
+
+    @Test func anActorPinnedToTheSameLoopIsCalledWithoutAHop() async throws {
+        let worker = try LoopWorker(name: "no-hop")
+        defer { worker.shutDown() }
+        let probe = Probe(executor: worker.executor)
+        let loop = worker.loop
+        let (onLoop, queuedWorkRan) = try await Task(executorPreference: worker.executor) {
+            // Loop work queued now runs at the loop's next block: before the actor's method if
+            // the call goes through the loop's queue, after it if the call runs at once.
+            let flag = Counter()
+            try loop.perform { flag.increment() }
+            return await probe.look(at: flag)
+        }.value
+        #expect(onLoop)
+        #expect(!queuedWorkRan, "the call ran at once, on the same thread, without a hop")
+    }
+}
