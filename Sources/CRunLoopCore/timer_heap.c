@@ -100,12 +100,11 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     node->index = RL_HEAP_NOT_IN_HEAP;
     h->slots[i].node = NULL;
     h->holes++;
-    if (i == h->count - 1) {
-        trim(h);
-    } else {
+    if (i == h->count - 1)
+        trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
+    else
         sift_up(h, i); /* the key went down: past parents of the same date, if any */
-        if (h->holes * 2 > h->count) compact(h);
-    }
+    if (h->holes * 2 > h->count) compact(h);
     if (h->count <= h->capacity / 4) maybe_shrink(h);
 }
 
@@ -161,7 +160,7 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
         *why = "a hole at the end was not trimmed";
         return false;
     }
-    if (h->holes * 2 > h->count + 1) {
+    if (h->holes * 2 > h->count) {
         *why = "holes outnumber nodes";
         return false;
     }

@@ -19,8 +19,8 @@
  * that reaches the top is popped when someone asks for the earliest entry (rl_heap_first), and
  * when holes are many the heap is compacted at once: the live slots are gathered and re-heaped
  * in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires thousands of due one-shot
- * timers, then costs O(n) in all instead of O(n log n). Holes never outnumber live slots by more
- * than one, so memory stays within twice the live count (and the array shrinks after a burst).
+ * timers, then costs O(n) in all instead of O(n log n). Holes never outnumber live slots, so
+ * memory stays within twice the live count (and the array shrinks after a burst).
  * Whoever walks the slots directly (the timer phase, the wake date, describe, verify) skips holes:
  * a hole's node is NULL.
  */
