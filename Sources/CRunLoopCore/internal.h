@@ -385,6 +385,9 @@ RL_HIDDEN void rl_item_unlock(const void *item);
 #define RL_OWNER_BUSY ((rl_loop_t *)(uintptr_t)1)
 RL_HIDDEN rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner);
 RL_HIDDEN void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop);
+/* For a caller that unlocked the loop rl_owner_lock returned itself: drop what rl_owner_lock
+ * kept of it (a reference, unless it is the calling thread's own loop). */
+RL_HIDDEN void rl_owner_put(rl_loop_t *loop);
 /* Claim an item for loop (loop locked): -EBUSY when another loop owns it, -EINVAL when loop is
  * dead. No lock besides the loop's. Releasing the claim: rl_owner_clear (loop locked). */
 RL_HIDDEN int rl_owner_claim(rl_loop_t *loop, _Atomic(rl_loop_t *) *owner);

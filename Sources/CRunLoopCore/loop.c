@@ -185,6 +185,10 @@ void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop) {
         return;
     }
     pthread_mutex_unlock(&loop->lock);
+    rl_owner_put(loop);
+}
+
+void rl_owner_put(rl_loop_t *loop) {
     if (loop != rl_tls_loop) rl_release(loop); /* the reference another thread's lock took */
 }
 

@@ -181,7 +181,7 @@ void rl_observer_invalidate(rl_observer_t *o) {
     if (loop) {
         pthread_mutex_unlock(&loop->lock);
         rl_observer_remove_from_loop(loop, o);
-        if (loop != rl_tls_loop) rl_release(loop); /* rl_owner_lock's reference (none for our own loop) */
+        rl_owner_put(loop);
     } else {
         rl_owner_unlock(&o->loop, NULL);
     }
