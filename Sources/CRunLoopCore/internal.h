@@ -466,15 +466,9 @@ RL_HIDDEN void rl_source_remove_from_loop(rl_loop_t *loop, rl_source_t *source);
 RL_HIDDEN void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *timer);
 RL_HIDDEN void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *observer);
 
-/* Put an item in one more mode (loop locked; it is owned by loop). No retain, no callout: the
- * caller retains once per membership and runs schedule callouts after unlocking. 0, -EEXIST or
- * -ENOMEM with nothing changed. Removal undoes it (true when the item was there). */
-RL_HIDDEN int rl_mode_join_source(rl_loop_t *loop, rl_mode *mode, rl_source_t *source);
-RL_HIDDEN bool rl_mode_leave_source(rl_loop_t *loop, rl_mode *mode, rl_source_t *source);
+/* Timers in one more mode, and out (timer.c); the timer kind's join and leave. */
 RL_HIDDEN int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
 RL_HIDDEN bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *timer);
-RL_HIDDEN int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
-RL_HIDDEN bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *observer);
 
 /* Registry of live loops and fork (locks.c). */
 RL_HIDDEN void rl_loops_register(rl_loop_t *loop);

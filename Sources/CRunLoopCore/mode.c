@@ -1,5 +1,5 @@
 /* mode.c - modes: lookup by content, creation on first use, common modes, emptiness. */
-#include "internal.h"
+#include "membership.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -45,39 +45,6 @@ void rl_mode_free(rl_mode *mode) {
     free(mode);
 }
 
-/* Undo one membership made by rl_loop_add_common_mode. loop locked. */
-static void undo_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
-    if (item->type == RL_TYPE_SOURCE) rl_ptrset_remove(&mode->sources, item);
-    else if (item->type == RL_TYPE_TIMER) (void)rl_mode_remove_timer(loop, mode, (rl_timer_t *)item);
-    else (void)rl_mode_remove_observer(loop, mode, (rl_observer_t *)item);
-}
-
-/* Put every member of set that is not in mode yet into it, recording each in joined. */
-static int join_all(rl_loop_t *loop, rl_mode *mode, const rl_ptrset *set, rl_ptrvec *joined) {
-    for (size_t i = 0; i < set->capacity; i++) {
-        rl_object *item = set->slots[i];
-        if (!item) continue;
-        int rc;
-        if (item->type == RL_TYPE_SOURCE) {
-            /* A member of the common set has its link and fd registration already (they live
-             * while it is in the set): joining one more mode is only the mode's set. */
-            rc = rl_ptrset_add(&mode->sources, item);
-            rc = rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
-        } else if (item->type == RL_TYPE_TIMER) {
-            rc = rl_mode_add_timer(loop, mode, (rl_timer_t *)item);
-        } else {
-            rc = rl_mode_add_observer(loop, mode, (rl_observer_t *)item);
-        }
-        if (rc == -EEXIST) continue; /* added to this mode by name before */
-        if (rc == 0 && rl_ptrvec_push(joined, item)) {
-            undo_join(loop, mode, item);
-            rc = -ENOMEM;
-        }
-        if (rc) return rc;
-    }
-    return 0;
-}
-
 int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
     if (!loop) return -EINVAL;
     int rc = rl_mode_check_name(name);
@@ -91,12 +58,8 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
         pthread_mutex_unlock(&loop->lock);
         return mode ? 0 : -ENOMEM;
     }
-    rc = join_all(loop, mode, &loop->common_sources, &joined);
-    if (!rc) rc = join_all(loop, mode, &loop->common_timers, &joined);
-    if (!rc) rc = join_all(loop, mode, &loop->common_observers, &joined);
-    if (rc) {
-        while (joined.count) undo_join(loop, mode, joined.items[--joined.count]);
-    } else {
+    rc = rl_members_join_common_mode(loop, mode, &joined);
+    if (!rc) {
         mode->common = true;
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* each membership's */
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* until called out */

@@ -1,6 +1,6 @@
 /* observer.c - observers: per mode, a list sorted by (order, creation) and an activity mask,
  * so a pass skips an activity nobody observes with one load. */
-#include "internal.h"
+#include "membership.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -50,9 +50,30 @@ static bool before(const rl_observer_t *a, const rl_observer_t *b) {
     return a->order != b->order ? a->order < b->order : a->seq < b->seq;
 }
 
-int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
-    (void)loop;
-    if (rl_ptrvec_contains(&o->modes, mode)) return -EEXIST;
+/* ---- The observer kind (membership.c): ownership by the owner pointer; o->modes lists the
+ * modes it is in, in the order it joined them. ---- */
+
+static int observer_enter(rl_loop_t *loop, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    if (!atomic_load(&o->valid)) return -EINVAL;
+    return rl_owner_claim(loop, &o->loop);
+}
+
+static void observer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    if (atomic_load(&o->loop) != loop) return;
+    if (o->modes.count || rl_ptrset_contains(&loop->common_observers, o)) return;
+    rl_owner_clear(&o->loop);
+}
+
+static bool observer_is_in(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    return atomic_load(&o->loop) == loop && rl_ptrvec_contains(&o->modes, mode);
+}
+
+static int observer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    if (observer_is_in(loop, mode, item)) return -EEXIST;
     rl_ptrvec *list = &mode->observers;
     if (rl_ptrvec_push(list, o)) return -ENOMEM;
     if (rl_ptrvec_push(&o->modes, mode)) {
@@ -66,57 +87,37 @@ int rl_mode_add_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
     return 0;
 }
 
-bool rl_mode_remove_observer(rl_loop_t *loop, rl_mode *mode, rl_observer_t *o) {
-    (void)loop;
-    if (!rl_ptrvec_contains(&o->modes, mode)) return false;
+static bool observer_leave(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    if (!observer_is_in(loop, mode, item)) return false;
     rl_ptrvec_remove(&o->modes, mode);
     rl_ptrvec_remove(&mode->observers, o);
     recompute_mask(mode);
     return true;
 }
 
-static void disown_if_unused(rl_loop_t *loop, rl_observer_t *o) {
-    if (o->modes.count || rl_ptrset_contains(&loop->common_observers, o)) return;
-    rl_owner_clear(&o->loop);
+static rl_mode *observer_any_mode(rl_loop_t *loop, rl_object *item) {
+    rl_observer_t *o = (rl_observer_t *)item;
+    return atomic_load(&o->loop) == loop && o->modes.count ? o->modes.items[0] : NULL;
 }
 
-static int take(rl_loop_t *loop, rl_observer_t *o) {
-    if (!atomic_load(&o->valid)) return -EINVAL;
-    return rl_owner_claim(loop, &o->loop);
-}
+const rl_kind rl_observer_kind = {
+    .common_set = offsetof(rl_loop_t, common_observers),
+    .enter = observer_enter,
+    .leave_if_unused = observer_leave_if_unused,
+    .join = observer_join,
+    .join_from_common_set = observer_join,
+    .leave = observer_leave,
+    .is_in = observer_is_in,
+    .any_mode = observer_any_mode,
+};
 
 int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
     if (!loop || !o) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     pthread_mutex_lock(&loop->lock);
-    if ((rc = take(loop, o)) == 0) {
-        size_t before = o->modes.count; /* new modes are appended: undo removes from here */
-        bool common = rl_mode_name_is_common(name);
-        if (!common) {
-            rl_mode *mode = rl_mode_find(loop, name, true);
-            rc = mode ? rl_mode_add_observer(loop, mode, o) : -ENOMEM;
-        } else if ((rc = rl_ptrset_add(&loop->common_observers, o)) >= 0) {
-            /* rc 0: already common; it joins the common modes it was removed from by name (as
-             * CF does), or the add is -EEXIST when it is in every one. */
-            bool had = rc == 0;
-            rc = 0;
-            for (size_t i = 0; !rc && i < loop->modes.count; i++) {
-                rl_mode *m = loop->modes.items[i];
-                if (m->common && !rl_ptrvec_contains(&o->modes, m)) rc = rl_mode_add_observer(loop, m, o);
-            }
-            if (rc) { /* all or nothing */
-                while (o->modes.count > before) (void)rl_mode_remove_observer(loop, o->modes.items[before], o);
-                if (!had) rl_ptrset_remove(&loop->common_observers, o);
-            } else if (!had) {
-                rl_retain(o); /* the common set's reference */
-            } else if (o->modes.count == before) {
-                rc = -EEXIST;
-            }
-        }
-        if (rc) disown_if_unused(loop, o);
-        else for (size_t i = before; i < o->modes.count; i++) rl_retain(o); /* each mode's */
-    }
+    rc = rl_members_add(loop, &rl_observer_kind, &o->obj, name, NULL);
     pthread_mutex_unlock(&loop->lock);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_observer");
     return rc;
@@ -126,21 +127,8 @@ int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name)
     if (!loop || !o) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    if (rl_mode_name_is_common(name)) {
-        if (rl_ptrset_remove(&loop->common_observers, o)) {
-            releases++;
-            for (size_t i = 0; i < loop->modes.count; i++) {
-                rl_mode *m = loop->modes.items[i];
-                if (m->common && rl_mode_remove_observer(loop, m, o)) releases++;
-            }
-        }
-    } else {
-        rl_mode *mode = rl_mode_find(loop, name, false);
-        if (mode && rl_mode_remove_observer(loop, mode, o)) releases++;
-    }
-    if (releases) disown_if_unused(loop, o);
+    size_t releases = rl_members_remove(loop, &rl_observer_kind, &o->obj, name);
     pthread_mutex_unlock(&loop->lock);
     if (!releases) return -ENOENT;
     while (releases--) rl_release(o);
@@ -150,26 +138,14 @@ int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name)
 bool rl_loop_contains_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
     if (!loop || !o || rl_mode_check_name(name)) return false;
     pthread_mutex_lock(&loop->lock);
-    bool in;
-    if (rl_mode_name_is_common(name)) {
-        in = rl_ptrset_contains(&loop->common_observers, o);
-    } else {
-        rl_mode *m = rl_mode_find(loop, name, false);
-        in = m && atomic_load(&o->loop) == loop && rl_ptrvec_contains(&o->modes, m);
-    }
+    bool in = rl_members_contains(loop, &rl_observer_kind, &o->obj, name);
     pthread_mutex_unlock(&loop->lock);
     return in;
 }
 
 void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *o) {
-    size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    if (atomic_load(&o->loop) == loop) {
-        if (rl_ptrset_remove(&loop->common_observers, o)) releases++;
-        while (o->modes.count)
-            if (rl_mode_remove_observer(loop, o->modes.items[0], o)) releases++;
-        disown_if_unused(loop, o);
-    }
+    size_t releases = rl_members_leave_loop(loop, &rl_observer_kind, &o->obj);
     pthread_mutex_unlock(&loop->lock);
     while (releases--) rl_release(o);
 }

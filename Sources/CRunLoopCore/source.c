@@ -12,7 +12,7 @@
  * undone if one fails, before any schedule callout runs. Removing never fails and never
  * allocates: it leaves one mode at a time.
  */
-#include "internal.h"
+#include "membership.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,10 +115,7 @@ void rl_links_free_queued(rl_loop_t *loop) {
 }
 
 bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *s) {
-    if (rl_ptrset_contains(&loop->common_sources, s)) return true;
-    for (size_t i = 0; i < loop->modes.count; i++)
-        if (rl_ptrset_contains(&((rl_mode *)loop->modes.items[i])->sources, s)) return true;
-    return false;
+    return rl_members_in_loop((rl_loop_t *)loop, &rl_source_kind, (rl_object *)&s->obj);
 }
 
 /* s left the loop's last mode and its common set: its link and fd registration go. Both locked. */
@@ -156,76 +153,76 @@ static int link_in(rl_loop_t *loop, rl_source_t *s, rl_link **out) {
     return 0;
 }
 
-/* Put s in mode (its link made first if need be). Source and loop locked; no retain, no
- * callout. 0, or a negative errno with nothing changed. */
-static int join(rl_loop_t *loop, rl_mode *mode, rl_source_t *s) {
-    if (rl_ptrset_contains(&mode->sources, s)) return -EEXIST;
+/* ---- The source kind (membership.c): a source enters a loop by its link (made with its fd
+ * registration), which lives while the source is in a mode of the loop or in its common set. A
+ * source may be in several loops at once. ---- */
+
+static int source_enter(rl_loop_t *loop, rl_object *item) {
+    rl_source_t *s = (rl_source_t *)item;
+    if (!atomic_load(&s->valid) || loop->dead) return -EINVAL;
     rl_link *l;
-    int rc = link_in(loop, s, &l);
-    if (rc) return rc;
-    if (rl_ptrset_add(&mode->sources, s) < 0) {
-        unlink_if_gone(loop, s);
-        return -ENOMEM;
-    }
+    return link_in(loop, s, &l);
+}
+
+static void source_leave_if_unused(rl_loop_t *loop, rl_object *item) { unlink_if_gone(loop, (rl_source_t *)item); }
+
+static bool source_is_in(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    (void)loop;
+    return rl_ptrset_contains(&mode->sources, item);
+}
+
+/* Put s in mode. A signalled source's link is queued, so the mode's next pass performs it. */
+static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_source_t *s = (rl_source_t *)item;
+    if (rl_ptrset_contains(&mode->sources, s)) return -EEXIST;
+    rl_link *l = link_for(s, loop);
+    if (!l) return -EINVAL; /* not entered: cannot happen */
+    if (rl_ptrset_add(&mode->sources, s) < 0) return -ENOMEM;
     if (s->version == 0 && atomic_load(&s->signalled)) enqueue(l);
     return 0;
 }
 
+/* A member of the common set has its link and fd registration already (they live while it is
+ * in the set): joining one more mode is only the mode's set. Its links are not looked at (only
+ * the loop is locked); a signalled source's link is queued already, until it is performed. */
+static int source_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    (void)loop;
+    int rc = rl_ptrset_add(&mode->sources, item);
+    return rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
+}
+
 /* Take s out of mode; when it leaves the loop's last mode, its link and fd registration go too.
- * Source and loop locked; the caller runs cancel and releases s (unless undoing a join). */
-static bool leave(rl_loop_t *loop, rl_mode *mode, rl_source_t *s) {
+ * The caller runs cancel and releases s (unless undoing a join). */
+static bool source_leave(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_source_t *s = (rl_source_t *)item;
     if (!rl_ptrset_remove(&mode->sources, s)) return false;
     atomic_fetch_add_explicit(&loop->source_removals, 1, memory_order_relaxed);
     unlink_if_gone(loop, s);
     return true;
 }
 
+const rl_kind rl_source_kind = {
+    .common_set = offsetof(rl_loop_t, common_sources),
+    .enter = source_enter,
+    .leave_if_unused = source_leave_if_unused,
+    .join = source_join,
+    .join_from_common_set = source_join_from_common_set,
+    .leave = source_leave,
+    .is_in = source_is_in,
+    .any_mode = NULL, /* a source leaves a loop mode by mode, each with its cancel callout */
+};
+
 int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     if (!loop || !s) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    bool common = rl_mode_name_is_common(name);
     rl_ptrvec joined; /* the modes s joined, for the schedule callouts */
     rl_ptrvec_init(&joined);
     bool wake = false;
     rl_source_lock(s);
     pthread_mutex_lock(&loop->lock);
-    if (!atomic_load(&s->valid) || loop->dead) {
-        rc = -EINVAL;
-    } else if (!common) {
-        rl_mode *mode = rl_mode_find(loop, name, true);
-        rc = !mode ? -ENOMEM : join(loop, mode, s);
-        if (!rc) (void)rl_ptrvec_push(&joined, mode); /* inline room: cannot fail */
-    } else {
-        /* Already common: join the common modes it was removed from by name (as CF does), or
-         * -EEXIST when it is in every one. */
-        bool had = rl_ptrset_contains(&loop->common_sources, s);
-        rl_link *l;
-        rc = had ? 0 : link_in(loop, s, &l);
-        if (!rc && !had && rl_ptrset_add(&loop->common_sources, s) < 0) {
-            unlink_if_gone(loop, s);
-            rc = -ENOMEM;
-        }
-        for (size_t i = 0; !rc && i < loop->modes.count; i++) {
-            rl_mode *m = loop->modes.items[i];
-            if (!m->common || rl_ptrset_contains(&m->sources, s)) continue;
-            if (rl_ptrvec_push(&joined, m)) rc = -ENOMEM;
-            else if ((rc = join(loop, m, s)) != 0) joined.count--;
-        }
-        if (rc) { /* undo: nothing may stay */
-            for (size_t i = 0; i < joined.count; i++) (void)leave(loop, joined.items[i], s);
-            if (!had && rl_ptrset_remove(&loop->common_sources, s)) unlink_if_gone(loop, s);
-            joined.count = 0;
-        } else if (!had) {
-            rl_retain(s); /* the common set's reference */
-        } else if (joined.count == 0) {
-            rc = -EEXIST;
-        }
-    }
-    for (size_t i = 0; !rc && i < joined.count; i++) {
-        rl_retain(s); /* each mode's reference */
-        wake |= loop->run && loop->run->mode == joined.items[i];
-    }
+    rc = rl_members_add(loop, &rl_source_kind, &s->obj, name, &joined);
+    for (size_t i = 0; !rc && i < joined.count; i++) wake |= loop->run && loop->run->mode == joined.items[i];
     wake = wake && s->version == 0 && atomic_load(&s->signalled);
     pthread_mutex_unlock(&loop->lock);
     rl_source_unlock(s);
@@ -244,11 +241,11 @@ static bool leave_one(rl_loop_t *loop, rl_source_t *s, const char *name, bool on
     pthread_mutex_lock(&loop->lock);
     if (name) {
         rl_mode *m = rl_mode_find(loop, name, false);
-        if (m && leave(loop, m, s)) left = m;
+        if (m && source_leave(loop, m, &s->obj)) left = m;
     } else {
         for (size_t i = 0; !left && i < loop->modes.count; i++) {
             rl_mode *m = loop->modes.items[i];
-            if ((m->common || !only_common) && leave(loop, m, s)) left = m;
+            if ((m->common || !only_common) && source_leave(loop, m, &s->obj)) left = m;
         }
     }
     pthread_mutex_unlock(&loop->lock);
@@ -291,13 +288,7 @@ int rl_loop_remove_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
 bool rl_loop_contains_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
     if (!loop || !s || rl_mode_check_name(mode)) return false;
     pthread_mutex_lock(&loop->lock);
-    bool in;
-    if (rl_mode_name_is_common(mode)) {
-        in = rl_ptrset_contains(&loop->common_sources, s);
-    } else {
-        rl_mode *m = rl_mode_find(loop, mode, false);
-        in = m && rl_ptrset_contains(&m->sources, s);
-    }
+    bool in = rl_members_contains(loop, &rl_source_kind, &s->obj, mode);
     pthread_mutex_unlock(&loop->lock);
     return in;
 }

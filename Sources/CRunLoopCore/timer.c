@@ -7,7 +7,7 @@
  * inside it; each further mode chains one more entry. An entry names its mode by the mode's id
  * (its place in the loop's list), which the owner loop turns back into the mode.
  */
-#include "internal.h"
+#include "membership.h"
 
 #include <errno.h>
 #include <math.h>
@@ -136,11 +136,6 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     return 0;
 }
 
-static void disown_if_unused(rl_loop_t *loop, rl_timer_t *t) {
-    if (in_any_mode(t) || (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t))) return;
-    rl_owner_clear(&t->loop);
-}
-
 /* Loop locked, t owned by loop. True when the timer was in mode: the caller releases it once,
  * unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
@@ -160,56 +155,61 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     return true;
 }
 
+/* ---- The timer kind (membership.c): ownership by the owner pointer; entries name modes by id,
+ * a place in one loop's list, so only a timer this loop owns is looked at. ---- */
+
+static int timer_enter(rl_loop_t *loop, rl_object *item) {
+    rl_timer_t *t = (rl_timer_t *)item;
+    if (!is_valid(t)) return -EINVAL;
+    return rl_owner_claim(loop, &t->loop);
+}
+
+static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
+    rl_timer_t *t = (rl_timer_t *)item;
+    if (atomic_load(&t->loop) != loop) return;
+    if (in_any_mode(t) || (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t))) return;
+    rl_owner_clear(&t->loop);
+}
+
+static int timer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    return rl_mode_add_timer(loop, mode, (rl_timer_t *)item);
+}
+
+static bool timer_leave(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_timer_t *t = (rl_timer_t *)item;
+    return atomic_load(&t->loop) == loop && rl_mode_remove_timer(loop, mode, t);
+}
+
+static bool timer_is_in(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    rl_timer_t *t = (rl_timer_t *)item;
+    return atomic_load(&t->loop) == loop && entry_for(t, mode);
+}
+
 /* Any mode t is in, or NULL. Owner loop's lock. */
-static rl_mode *some_mode(const rl_loop_t *loop, const rl_timer_t *t) {
+static rl_mode *timer_any_mode(rl_loop_t *loop, rl_object *item) {
+    rl_timer_t *t = (rl_timer_t *)item;
+    if (atomic_load(&t->loop) != loop) return NULL;
     const rl_timer_entry *e = is_used(&t->first) ? &t->first : t->first.next;
     return e ? mode_of(loop, e) : NULL;
 }
 
-/* Claim t for loop. Loop locked. */
-static int take(rl_loop_t *loop, rl_timer_t *t) {
-    if (!is_valid(t)) return -EINVAL;
-    return rl_owner_claim(loop, &t->loop);
-}
+const rl_kind rl_timer_kind = {
+    .common_set = offsetof(rl_loop_t, common_timers),
+    .enter = timer_enter,
+    .leave_if_unused = timer_leave_if_unused,
+    .join = timer_join,
+    .join_from_common_set = timer_join,
+    .leave = timer_leave,
+    .is_in = timer_is_in,
+    .any_mode = timer_any_mode,
+};
 
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     pthread_mutex_lock(&loop->lock);
-    if ((rc = take(loop, t)) == 0) {
-        bool common = rl_mode_name_is_common(name);
-        if (!common) {
-            rl_mode *mode = rl_mode_find(loop, name, true);
-            rc = mode ? rl_mode_add_timer(loop, mode, t) : -ENOMEM;
-        } else if ((rc = rl_ptrset_add(&loop->common_timers, t)) >= 0) {
-            /* rc 0: already common; it joins the common modes it was removed from by name (as
-             * CF does), or the add is -EEXIST when it is in every one. */
-            bool had = rc == 0;
-            uint64_t seq0 = loop->timer_seq; /* entries made by this call have later seqs */
-            rc = 0;
-            for (size_t i = 0; !rc && i < loop->modes.count; i++) {
-                rl_mode *m = loop->modes.items[i];
-                if (m->common && !entry_for(t, m)) rc = rl_mode_add_timer(loop, m, t);
-            }
-            size_t joined = 0;
-            for (rl_timer_entry *e = &t->first, *next; e; e = next) {
-                next = e->next;
-                if (!is_used(e) || e->node.seq <= seq0) continue;
-                if (rc) (void)rl_mode_remove_timer(loop, mode_of(loop, e), t); /* all or nothing */
-                else joined++;
-            }
-            if (rc) {
-                if (!had) rl_ptrset_remove(&loop->common_timers, t);
-            } else {
-                if (!had) rl_retain(t); /* the common set's reference */
-                else if (!joined) rc = -EEXIST;
-                while (joined--) rl_retain(t); /* each mode's */
-            }
-        }
-        if (rc) disown_if_unused(loop, t);
-        else if (!common) rl_retain(t); /* the mode's */
-    }
+    rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
     pthread_mutex_unlock(&loop->lock);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
@@ -219,25 +219,8 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    size_t releases = 0;
     pthread_mutex_lock(&loop->lock);
-    /* Entries name modes by id, which is a place in one loop's list: look only at a timer this
-     * loop owns (its owner becomes or stops being this loop only under this lock). */
-    if (atomic_load(&t->loop) != loop) {
-        /* not here */
-    } else if (rl_mode_name_is_common(name)) {
-        if (rl_ptrset_remove(&loop->common_timers, t)) {
-            releases++;
-            for (size_t i = 0; i < loop->modes.count; i++) {
-                rl_mode *m = loop->modes.items[i];
-                if (m->common && rl_mode_remove_timer(loop, m, t)) releases++;
-            }
-        }
-    } else {
-        rl_mode *mode = rl_mode_find(loop, name, false);
-        if (mode && rl_mode_remove_timer(loop, mode, t)) releases++;
-    }
-    if (releases) disown_if_unused(loop, t);
+    size_t releases = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
     pthread_mutex_unlock(&loop->lock);
     if (!releases) return -ENOENT;
     while (releases--) rl_release(t);
@@ -248,27 +231,14 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t || rl_mode_check_name(name)) return false;
     pthread_mutex_lock(&loop->lock);
-    bool in;
-    if (rl_mode_name_is_common(name)) {
-        in = rl_ptrset_contains(&loop->common_timers, t);
-    } else {
-        rl_mode *m = rl_mode_find(loop, name, false);
-        in = m && atomic_load(&t->loop) == loop && entry_for(t, m);
-    }
+    bool in = rl_members_contains(loop, &rl_timer_kind, &t->obj, name);
     pthread_mutex_unlock(&loop->lock);
     return in;
 }
 
 /* Take t out of every mode of loop, its owner, and out of its common set; disown it. Loop
  * locked. Returns how many references the memberships held: the caller releases them unlocked. */
-static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
-    size_t releases = 0;
-    if (loop->common_timers.count && rl_ptrset_remove(&loop->common_timers, t)) releases++;
-    for (rl_mode *m; (m = some_mode(loop, t));)
-        if (rl_mode_remove_timer(loop, m, t)) releases++;
-    rl_owner_clear(&t->loop);
-    return releases;
-}
+static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) { return rl_members_leave_loop(loop, &rl_timer_kind, &t->obj); }
 
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
@@ -278,13 +248,17 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     while (releases--) rl_release(t);
 }
 
-/* The caller's reference keeps t alive until the memberships' references go, last. */
-void rl_timer_invalidate(rl_timer_t *t) {
-    if (!t || !(atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID)) return;
+/* An invalidated timer leaves its loop. The caller's reference keeps t alive until the
+ * memberships' references go, last. */
+static void leave_owner(rl_timer_t *t) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     size_t releases = loop ? leave_loop(loop, t) : 0;
     rl_owner_unlock(&t->loop, loop);
     while (releases--) rl_release(t);
+}
+
+void rl_timer_invalidate(rl_timer_t *t) {
+    if (t && atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
 }
 
 bool rl_timer_is_valid(rl_timer_t *t) { return t && is_valid(t); }
@@ -487,8 +461,12 @@ static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0) {
-        rl_timer_invalidate(t);
-    } else if (is_valid(t)) {
+        /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
+        if (atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_VALID | RL_TIMER_FIRING)) & RL_TIMER_VALID)
+            leave_owner(t);
+        return;
+    }
+    if (is_valid(t)) {
         rl_loop_t *owner = rl_owner_lock(t, &t->loop);
         /* A date set from inside the callout that is later than the one fired is kept. */
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
