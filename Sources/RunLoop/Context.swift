@@ -13,7 +13,7 @@ internal import CRunLoopCore
 /// Generic over the closure's own type, so the user's closure is stored as it is: no wrapping
 /// closure (one allocation and one indirect call fewer per item), and each callout site
 /// says how to call it (`invoke`), which the compiler inlines.
-final class CalloutBox<Handle: AnyObject, Body: Sendable> {
+final class CalloutBox<Handle: AnyObject, Body> {
     let body: Body
     /// Set once, before the item can join a loop; only read afterwards.
     weak var handle: Handle?
@@ -90,3 +90,20 @@ func discardContext(_ context: rl_context_t) {
 /// The raw pointer of an `rl_*` object, for `rl_retain` / `rl_release`.
 @inline(__always)
 func object(_ raw: OpaquePointer) -> UnsafeMutableRawPointer { UnsafeMutableRawPointer(raw) }
+
+/// A value handed over with `sending`, carried through a closure the region checker cannot see
+/// through (a lock's body, which it must assume may run more than once), to be handed on once.
+///
+/// `@unchecked Sendable`: the value came in as `sending`, so nothing else refers to it, and the
+/// one caller takes it exactly once.
+struct HandedOver<Value>: @unchecked Sendable {
+    private let value: Value
+
+    init(_ value: sending Value) { self.value = value }
+
+    /// The value, handed on. Call once.
+    func take() -> sending Value {
+        nonisolated(unsafe) let value = self.value
+        return value
+    }
+}

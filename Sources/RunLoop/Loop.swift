@@ -247,7 +247,7 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     /// Work still queued when the loop's thread exits is dropped without running (the closure is
     /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited or the
     /// mode name is empty, ``LoopError/outOfMemory``; then `body` never runs.
-    public func perform(in mode: LoopMode = .common, _ body: @escaping @Sendable () -> Void)
+    public func perform(in mode: LoopMode = .common, _ body: sending @escaping () -> Void)
         throws(LoopError)
     {
         try queueWork(on: raw, in: mode, body)
@@ -273,9 +273,13 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
 // MARK: - Queued work
 
 /// The context box of work queued with `rl_loop_perform_context`: the closure, run once.
-final class PerformBox: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+///
+/// `@unchecked Sendable`: the closure was handed over (`sending`), so nothing else refers to it;
+/// the box runs it once, on the loop's thread, and the core's queue orders the hand-over before
+/// the call.
+final class PerformBox: @unchecked Sendable {
+    let body: () -> Void
+    init(_ body: sending @escaping () -> Void) { self.body = body }
 }
 
 /// Queues `body` to run once in `mode` of loop `raw`; does not wake the loop. Any thread.
@@ -286,7 +290,7 @@ final class PerformBox: Sendable {
 /// not taken it, and it is given back here. Throws ``LoopError/invalidArgument`` for a loop
 /// whose thread has exited or an empty mode name.
 func queueWork(
-    on raw: OpaquePointer?, in mode: LoopMode, _ body: @escaping @Sendable () -> Void
+    on raw: OpaquePointer?, in mode: LoopMode, _ body: sending @escaping () -> Void
 ) throws(LoopError) {
     let info = Unmanaged.passRetained(PerformBox(body)).toOpaque()
     var context = rl_block_context_t(

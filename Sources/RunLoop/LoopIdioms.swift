@@ -16,7 +16,7 @@ extension Loop {
     ///
     /// Throws ``LoopError/invalidArgument`` when the loop's thread has exited or a mode name is
     /// empty, ``LoopError/outOfMemory``; then `body` never runs.
-    public func perform(in modes: [LoopMode], _ body: @escaping @Sendable () -> Void)
+    public func perform(in modes: [LoopMode], _ body: sending @escaping () -> Void)
         throws(LoopError)
     {
         let once = OnceWork(body)
@@ -42,12 +42,13 @@ extension Loop {
     /// while the work waits (it was dropped, not run), or for an empty mode name;
     /// ``LoopError/outOfMemory``.
     public func performAndWait<T: Sendable>(
-        in modes: [LoopMode] = [.common], _ body: @escaping @Sendable () -> T
+        in modes: [LoopMode] = [.common], _ body: sending @escaping () -> T
     ) throws(LoopError) -> T {
         if rl_loop_is_current(raw) { return body() }
         let result = Rendezvous<T>()
+        let handed = HandedOver(body) // run once: OnceWork takes it once
         try perform(in: modes, OnceWork.dropReporting(
-            { result.resolve(.success(body())) },
+            { result.resolve(.success(handed.take()())) },
             onDrop: { result.resolve(.failure(.invalidArgument)) }))
         return try result.wait().get()
     }
@@ -63,7 +64,7 @@ extension Loop {
     public func observe(
         _ activities: LoopObserver.Activity, repeats: Bool = true, order: Int = 0,
         in modes: [LoopMode] = [.common],
-        _ handler: @escaping @Sendable (LoopObserver, LoopObserver.Activity) -> Void
+        _ handler: sending @escaping (LoopObserver, LoopObserver.Activity) -> Void
     ) throws(LoopError) -> LoopObserver {
         let observer = try LoopObserver(
             activities: activities, repeats: repeats, order: order, handler: handler)
@@ -79,12 +80,15 @@ extension Loop {
 
 /// Work queued in several modes that runs once: the first block to run takes it. When every
 /// block is gone and none ran (dropped by the loop's teardown), `onDrop` runs.
-final class OnceWork: Sendable {
-    private let body: @Sendable () -> Void
+///
+/// `@unchecked Sendable`: `body` was handed over (`sending`) and is called at most once, by the
+/// block that wins `taken`, on the loop's thread.
+final class OnceWork: @unchecked Sendable {
+    private let body: () -> Void
     private let onDrop: (@Sendable () -> Void)?
     private let taken = Atomic<Bool>(false)
 
-    init(_ body: @escaping @Sendable () -> Void) {
+    init(_ body: sending @escaping () -> Void) {
         self.body = body
         self.onDrop = nil
     }

@@ -90,7 +90,7 @@ extension Loop {
     public func schedule(
         at fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0, in modes: [LoopMode] = [.common],
-        _ body: @escaping @Sendable (LoopTimer) -> Void
+        _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) -> LoopTimer {
         let timer = try LoopTimer(
             fireAt: fireDate, repeatingEvery: interval, tolerance: tolerance, order: order, body)
@@ -109,7 +109,7 @@ extension Loop {
     public func schedule(
         after delay: Duration, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0, in modes: [LoopMode] = [.common],
-        _ body: @escaping @Sendable (LoopTimer) -> Void
+        _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) -> LoopTimer {
         try schedule(
             at: LoopInstant.now.advanced(by: delay), repeatingEvery: interval, tolerance: tolerance,

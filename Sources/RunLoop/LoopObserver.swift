@@ -24,7 +24,7 @@ private func observerCallout(_ observer: OpaquePointer?, _ activity: UInt32, _ i
 /// used on it (`rl_observer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class LoopObserver: LoopItem, @unchecked Sendable {
     /// The context box: the closure as given.
-    typealias Box = CalloutBox<LoopObserver, @Sendable (LoopObserver, Activity) -> Void>
+    typealias Box = CalloutBox<LoopObserver, (LoopObserver, Activity) -> Void>
 
     /// Stages of a run and of its passes.
     public struct Activity: OptionSet, Hashable, Sendable {
@@ -62,7 +62,7 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
     /// ``LoopError/outOfMemory``.
     public init(
         activities: Activity, repeats: Bool = true, order: Int = 0,
-        handler: @escaping @Sendable (LoopObserver, Activity) -> Void
+        handler: sending @escaping (LoopObserver, Activity) -> Void
     ) throws(LoopError) {
         let box = Box(handler)
         raw = try createWithContext(box) {

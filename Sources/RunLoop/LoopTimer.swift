@@ -25,7 +25,7 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 /// used on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// The context box: the closure as given.
-    typealias Box = CalloutBox<LoopTimer, @Sendable (LoopTimer) -> Void>
+    typealias Box = CalloutBox<LoopTimer, (LoopTimer) -> Void>
 
     let raw: OpaquePointer
 
@@ -46,7 +46,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     public init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
-        _ body: @escaping @Sendable (LoopTimer) -> Void
+        _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
         let box = Box(body)
         let raw = try createWithContext(box) {
@@ -64,7 +64,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     public convenience init(
         after delay: Duration, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
-        _ body: @escaping @Sendable (LoopTimer) -> Void
+        _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
         try self.init(
             fireAt: LoopInstant.now.advanced(by: delay), repeatingEvery: interval, tolerance: tolerance,
@@ -75,7 +75,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     public convenience init(
         fireAt instant: ContinuousClock.Instant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
-        _ body: @escaping @Sendable (LoopTimer) -> Void
+        _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
         try self.init(
             fireAt: LoopInstant(instant), repeatingEvery: interval, tolerance: tolerance,

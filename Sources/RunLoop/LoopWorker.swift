@@ -59,7 +59,7 @@ public final class LoopWorker: Sendable {
     ///     fatalError("unreachable: \(error)")
     /// }
     /// ```
-    public func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
+    public func submit(_ work: sending @escaping () -> Void) throws(LoopError) {
         try thread.submit(work)
     }
 
@@ -104,14 +104,15 @@ final class WorkerThread: Sendable {
 
     deinit { shutDown() }
 
-    func submit(_ work: @escaping @Sendable () -> Void) throws(LoopError) {
+    func submit(_ work: sending @escaping () -> Void) throws(LoopError) {
         // Queued under the state lock, so that all work accepted is queued before the stop
         // that shutDown() queues after setting the flag: accepted work always runs.
         let loop = self.loop
+        let handed = HandedOver(work)
         let result: Result<Void, LoopError> = state.withLock { state in
             if state.shutDown { return .failure(.workerShutDown) }
             do throws(LoopError) {
-                try loop.perform(in: .common, work)
+                try loop.perform(in: .common, handed.take())
                 return .success(())
             } catch {
                 return .failure(error == .invalidArgument ? .workerShutDown : error)
