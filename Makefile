@@ -5,6 +5,7 @@
 #   make test            every test: gcc and clang, conformance, install, SwiftPM, sanitizers
 #   make install         into $(DESTDIR)$(PREFIX); make uninstall; make clean
 #   make check-asan | check-tsan | check-valgrind | install-check | conformance | swift-test
+#   make swift-experimental   the experimental executors product, in Tests/experimental-executors
 #
 # Needs only a C compiler, ar and the usual tools; `test` also needs clang, swift, pkg-config.
 
@@ -69,7 +70,8 @@ CORE_CPPFLAGS = -ISources/CRunLoopCore/include
 TEST_CPPFLAGS = -ISources/CRunLoopCore/include -ITests/CRunLoopCoreSuite/include
 
 .PHONY: all check conformance install uninstall clean test install-check \
-        check-asan check-tsan check-valgrind swift-build swift-test swift-sanitize FORCE
+        check-asan check-tsan check-valgrind swift-build swift-test swift-sanitize \
+        swift-experimental FORCE
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(SHARED_LINKS)
 
@@ -155,6 +157,13 @@ swift-build:
 swift-test: swift-build
 	$(SWIFT) test --skip-build $(SWIFT_WFLAGS)
 
+# The experimental product (Sources/RunLoopExperimentalExecutors, Swift 6.3 SPI), tested the way
+# an app uses it: Tests/experimental-executors is a package of its own, built with the flag an
+# app needs (its Package.swift), with its own .build folder.
+swift-experimental:
+	cd Tests/experimental-executors && $(SWIFT) build --build-tests $(SWIFT_WFLAGS) && \
+	    $(SWIFT) test --skip-build
+
 # Separate scratch folders, so that the three configurations don't rebuild one another. XCTest
 # is left out of these runs: the toolchain's XCTest leaks a few objects at exit, which LeakSanitizer
 # reports; the tests are Swift Testing ones.
@@ -172,6 +181,7 @@ test:
 	$(MAKE) --no-print-directory install-check CC=gcc
 	$(MAKE) --no-print-directory conformance CC=gcc
 	$(MAKE) --no-print-directory swift-test
+	$(MAKE) --no-print-directory swift-experimental
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG

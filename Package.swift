@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "CRunLoopCore", targets: ["CRunLoopCore"]),
         .library(name: "RunLoop", targets: ["RunLoop"]),
+        // Experimental (Swift 6.3 SPI): Task.sleep as a loop timer, and Loop.main as the main
+        // executor. Opt-in; RunLoop itself uses no SPI.
+        .library(name: "RunLoopExperimentalExecutors", targets: ["RunLoopExperimentalExecutors"]),
         .executable(name: "swift-wrapper-bench", targets: ["SwiftWrapperBench"]),
     ],
     targets: [
@@ -39,6 +42,15 @@ let package = Package(
             name: "RunLoop",
             dependencies: ["CRunLoopCore", "CRunLoopDispatchShim"],
             path: "Sources/RunLoop"
+        ),
+        // Issue 10 item 4: LoopExecutor as a SchedulingExecutor and a MainExecutor, and an
+        // ExecutorFactory, on Swift 6.3's experimental SPI (empty before 6.3). Its README says
+        // what an app needs; Tests/experimental-executors tests it.
+        .target(
+            name: "RunLoopExperimentalExecutors",
+            dependencies: ["RunLoop", "CRunLoopCore"],
+            path: "Sources/RunLoopExperimentalExecutors",
+            exclude: ["README.md"]
         ),
         // Declarations of libdispatch's main-queue hooks for the Swift layer, kept out of the core.
         .target(

@@ -67,8 +67,8 @@ public struct LoopStatistics: Hashable, Sendable {
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it is thread-safe as listed; running is guarded at run time.
 public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable {
-    /// NULL only for ``dead``.
-    let raw: OpaquePointer?
+    /// NULL only for ``dead``. Package access: RunLoopExperimentalExecutors adds timers to it.
+    package let raw: OpaquePointer?
 
     /// Takes one reference to `raw`.
     init(retaining raw: OpaquePointer?) {
