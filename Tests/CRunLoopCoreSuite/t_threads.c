@@ -981,3 +981,53 @@ RLT_TEST(threads_stop_between_two_passes_is_not_lost) {
     rl_source_invalidate(x.source);
     rl_release(x.source);
 }
+
+/* ---- a mode made common while a common source joins and leaves another loop ----------------- */
+
+typedef struct {
+    rl_source_t *source;
+    atomic_bool stop;
+    atomic_int rounds, failures;
+} hop_t;
+
+/* On its own loop: add the source to a mode and take it out again, as fast as it can. Each add
+ * makes the source a link for this loop (the source's list of links grows and shrinks). */
+static void *hop_worker(void *arg) {
+    hop_t *h = arg;
+    rl_loop_t *mine = rl_loop_get_current();
+    while (!atomic_load(&h->stop)) {
+        if (rl_loop_add_source(mine, h->source, DM) != 0 || rl_loop_remove_source(mine, h->source, DM) != 0)
+            atomic_fetch_add(&h->failures, 1);
+        atomic_fetch_add(&h->rounds, 1);
+    }
+    return NULL;
+}
+
+/* Making a mode common puts every common item in it, holding only the loop's lock: it must not
+ * look at the source's links, which another thread changes under the source's lock (TSan). */
+RLT_TEST(threads_common_mode_joins_while_source_changes_loops) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    hop_t h = {.source = rl_source_create(0, &sc)};
+    RLT_CHECK(h.source != NULL);
+    RLT_CHECK(rl_loop_add_source(loop, h.source, RL_COMMON_MODES) == 0);
+    pthread_t th;
+    RLT_CHECK(pthread_create(&th, NULL, hop_worker, &h) == 0);
+    while (atomic_load(&h.rounds) == 0) sched_yield();
+    char name[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "hop-%d", i);
+        RLT_CHECK(rl_loop_add_common_mode(loop, name) == 0);
+        RLT_CHECK(rl_loop_contains_source(loop, h.source, name));
+    }
+    atomic_store(&h.stop, true);
+    RLT_CHECK(pthread_join(th, NULL) == 0);
+    RLT_CHECK(atomic_load(&h.failures) == 0);
+    RLT_CHECK(rl_loop_remove_source(loop, h.source, RL_COMMON_MODES) == 0);
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "hop-%d", i);
+        RLT_CHECK(!rl_loop_contains_source(loop, h.source, name));
+    }
+    rl_release(h.source);
+}
