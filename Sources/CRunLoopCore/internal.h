@@ -122,6 +122,11 @@ typedef struct rl_link {
     struct rl_link *next; /* in the loop's signalled stack, then in its deferred list */
 } rl_link;
 
+/* Bits of source->signalled. SET: signalled since the loop last performed it. PUBLISHED: a
+ * signaller queued the links since SET was set, so one that finds SET need not queue them itself;
+ * a hint, never needed for correctness (source.c). The loop clears both when it performs. */
+enum { RL_SIGNAL_SET = 1u, RL_SIGNAL_PUBLISHED = 2u };
+
 /* The source lock (a stripe shared with other sources; see locks.c). */
 RL_HIDDEN void rl_source_lock(const rl_source_t *source);
 RL_HIDDEN void rl_source_unlock(const rl_source_t *source);
@@ -136,8 +141,8 @@ struct rl_source {
     rl_source_context_t context;
     atomic_bool valid;
     /* What a signalling thread touches, on a cache line apart from the reference count (which
-     * the loop writes when it performs the source). */
-    _Alignas(64) atomic_bool signalled;
+     * the loop writes when it performs the source). RL_SIGNAL_* bits (source.c); 0 or both. */
+    _Alignas(64) atomic_uint signalled;
     rl_ptrvec links;           /* rl_link*; the source lock */
 };
 
@@ -358,6 +363,15 @@ struct rl_loop {
     _Alignas(64) bool wake_spin;  /* the last pass was busy: spin before sleeping (wake.c; loop thread) */
     rl_counters counters;
 };
+
+/* A spin-wait hint: lets the sibling hyperthread run, and costs the bus nothing. */
+static inline void rl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* Initial-exec: one load from the thread pointer, no __tls_get_addr call, in the shared library
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */

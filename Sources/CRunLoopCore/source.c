@@ -4,7 +4,7 @@
  * Signalling is O(1) and finds its way to the loop: each loop holding a source has a link, made
  * when the source joins the loop, and rl_source_signal queues the link on the loop's signalled
  * queue, so a pass looks only at signalled sources, never at every source of the mode. A source
- * already signalled costs one atomic exchange and nothing else. Signalling never allocates, and
+ * already signalled costs one atomic RMW and nothing else. Signalling never allocates, and
  * a queued link stays queued (in the loop's deferred list) until its source is performed, so no
  * allocation failure anywhere can lose a signal.
  *
@@ -320,13 +320,47 @@ long rl_source_get_order(rl_source_t *s) { return s ? s->order : 0; }
 int rl_source_get_fd(rl_source_t *s) { return s ? s->fd : -1; }
 unsigned rl_source_get_fd_events(rl_source_t *s) { return s ? atomic_load(&s->events) : 0; }
 
+/* How many times a signaller that found s signalled but not yet published looks again before it
+ * publishes itself: about a microsecond, several times what publishing takes when its signaller
+ * runs. */
+#define RL_PUBLISH_WAIT_SPINS 64
+
+/* Whether the signaller that set RL_SIGNAL_SET published it (or the loop took it) within a short
+ * wait. Only a hint: nothing is lost if it is wrong either way. */
+static bool published_soon(rl_source_t *s) {
+    for (int i = 0; i < RL_PUBLISH_WAIT_SPINS; i++) {
+        if (atomic_load_explicit(&s->signalled, memory_order_relaxed) != RL_SIGNAL_SET) return true;
+        rl_cpu_relax();
+    }
+    return false;
+}
+
+/* No signal is lost. Each signal is an RMW of s->signalled, and the loop's perform clears it with
+ * an exchange before its callout. A signal that finds SET was made before that clear in the
+ * variable's order (its RMW read the SET the clear will read or overwrite), so the clear reads a
+ * value of the release sequence headed by this signal's RMW: the callout sees what the signaller
+ * wrote before signalling. And a clear will come: the signal that set SET (finding it clear) queues
+ * the links after, so the loop performs s once more.
+ *
+ * Nor does one signaller stall the others. The one that sets SET must then queue the links; if it
+ * is preempted in between (4 producers timesharing a CPU, or outside load), the others, finding
+ * SET, would coalesce into a signal the loop cannot see until it runs again: milliseconds of
+ * empty passes. So a signaller that finds SET without PUBLISHED waits a moment, then queues the
+ * links itself under the source lock; a preempted signaller holding that lock makes it block,
+ * which hands the CPU back. Queueing twice is harmless (enqueue is once per link, and a perform
+ * finding no SET calls nothing out). The common case costs nothing more: a signal finding
+ * PUBLISHED returns after its one RMW, as before. */
 void rl_source_signal(rl_source_t *s) {
     if (!s || s->version != 0) return;
-    /* Coalesced with a pending signal. An exchange, not a load first: an RMW reads the latest
-     * value, so a signal can never be taken for one the loop has already consumed. */
-    if (atomic_exchange(&s->signalled, true)) return;
+    unsigned old = atomic_fetch_or(&s->signalled, RL_SIGNAL_SET);
+    if (old & RL_SIGNAL_PUBLISHED) return;
+    if ((old & RL_SIGNAL_SET) && published_soon(s)) return;
     rl_source_lock(s);
     for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
+    /* Only onto a SET still there: after a clear, a PUBLISHED alone would make the next signal
+     * return without queueing anything. */
+    unsigned set = RL_SIGNAL_SET;
+    atomic_compare_exchange_strong(&s->signalled, &set, RL_SIGNAL_SET | RL_SIGNAL_PUBLISHED);
     rl_source_unlock(s);
 }
 
@@ -436,7 +470,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         rl_source_t *s = ready->items[i].source;
         if (handled && run->stop_after_handle) break;
         run->unperformed = i + 1; /* the ones before are released by now, or are being performed */
-        if (atomic_exchange(&s->signalled, false) && atomic_load(&s->valid)) {
+        if ((atomic_exchange(&s->signalled, 0) & RL_SIGNAL_SET) && atomic_load(&s->valid)) {
             if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
             handled = true;

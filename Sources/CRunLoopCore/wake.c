@@ -61,14 +61,6 @@
  * of a sleep and a wakeup (about 20-40 us on a VM), well over a producer's cross-core signal. */
 #define RL_SPIN_BEFORE_SLEEP 5e-6
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 static bool pending(rl_loop_t *loop) {
     return atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING;
 }
@@ -81,7 +73,7 @@ void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
 static bool spin_for_wakeup(rl_loop_t *loop) {
     double until = rl_time_now() + RL_SPIN_BEFORE_SLEEP;
     while (!pending(loop)) {
-        for (int i = 0; i < 16; i++) cpu_relax();
+        for (int i = 0; i < 16; i++) rl_cpu_relax();
         if (rl_time_now() >= until) break;
     }
     return pending(loop);

@@ -286,6 +286,38 @@ RLT_TEST(polling_passes_fire_timers_without_setting_the_timerfd) {
     RLT_CHECK(loop->wait.armed == date);
 }
 
+/* ---- Signalling (source.c) ---- */
+
+static void count_perform(void *info) { ++*(int *)info; }
+
+/* A signaller preempted between setting SET and queueing the links (here: SET stored by hand,
+ * nothing queued) does not hold back the others: the next one finds SET without PUBLISHED,
+ * waits a moment, then queues the links itself, and the loop performs the source once. */
+RLT_TEST(a_stalled_signaller_does_not_hold_back_the_next_one) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int performed = 0;
+    rl_source_context_t c = {.info = &performed, .perform = count_perform};
+    rl_source_t *s = rl_source_create(0, &c);
+    RLT_CHECK(s);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
+    atomic_store(&s->signalled, RL_SIGNAL_SET);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(performed, 0); /* nothing queued: the loop cannot see it */
+    rl_source_signal(s);
+    RLT_CHECK_EQ(atomic_load(&s->signalled), RL_SIGNAL_SET | RL_SIGNAL_PUBLISHED);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(performed, 1);
+    RLT_CHECK_EQ(atomic_load(&s->signalled), 0u); /* the perform cleared both bits */
+
+    /* Signals onto a published one coalesce: one perform. */
+    rl_source_signal(s);
+    rl_source_signal(s);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(performed, 2);
+    rl_source_invalidate(s);
+    rl_release(s);
+}
+
 /* ---- Ownership without a shared lock (loop.c) ---- */
 
 static void count_fires(rl_timer_t *t, void *info) {
