@@ -98,7 +98,7 @@ static void forget_file(rl_loop_t *loop, rl_fd_watch *w, int fd) {
         *e = (void *)((uintptr_t)*e | STALE);
     }
     unpark_one(loop, w, fd);
-    if (in_set(w)) loop->fds.in_set--;
+    if (in_set(w)) rl_locked_count_add(&loop->fds.in_set, -1);
     w->gen = 0;
     w->registered = 0;
 }
@@ -126,7 +126,7 @@ static int register_fd(rl_loop_t *loop, rl_fd_watch *w, int fd, unsigned events)
     if (rc) return rc;
     w->gen = gen;
     w->registered = events;
-    loop->fds.in_set++;
+    rl_locked_count_add(&loop->fds.in_set, 1);
     return 0;
 }
 
@@ -140,7 +140,7 @@ static int refresh(rl_loop_t *loop, rl_fd_watch *w, int fd) {
         rl_wait_unwatch(&loop->wait, fd);
         w->gen = 0;
         w->registered = 0;
-        loop->fds.in_set--;
+        rl_locked_count_add(&loop->fds.in_set, -1);
         return 0;
     }
     /* A registration with no interest is edge-triggered: re-arm it even if unchanged. */
@@ -396,7 +396,8 @@ int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what
         }
         registered_fds += in_set(w);
     }
-    FD_CHECK(registered_fds == t->in_set, "count of registered fds is off by", (long)t->in_set - (long)registered_fds);
+    size_t counted = atomic_load(&t->in_set);
+    FD_CHECK(registered_fds == counted, "count of registered fds is off by", (long)counted - (long)registered_fds);
 #undef FD_CHECK
     return bad;
 }

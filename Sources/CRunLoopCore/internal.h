@@ -87,6 +87,11 @@ typedef struct rl_mode {
     rl_ptrvec observers;    /* rl_observer*, sorted by (order, seq) */
     atomic_uint observer_mask; /* union of the activities of observers (read unlocked) */
     rl_block_queue blocks;  /* blocks queued for this mode by name */
+    /* Sources and live timers in the mode, and live timers alone, written under the loop lock,
+     * read without it: every pass asks whether the mode is empty and whether it has timers, and
+     * a busy loop should not take the lock for that (rl_mode_items_changed; rl_loop_verify
+     * checks both against the sets). */
+    atomic_size_t items, timer_items;
 } rl_mode;
 
 /* Find a mode by name; create it when create is set. NULL for RL_COMMON_MODES. loop locked.
@@ -96,6 +101,21 @@ static inline rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool crea
 RL_HIDDEN bool rl_mode_name_is_common(const char *name);
 static inline bool rl_mode_is_empty(const rl_mode *mode) {
     return mode->sources.count == 0 && rl_heap_size(&mode->timers) == 0;
+}
+/* Add delta to a count only the loop lock's holder writes: a plain load and store, no atomic
+ * read-modify-write. */
+static inline void rl_locked_count_add(atomic_size_t *count, int delta) {
+    size_t n = atomic_load_explicit(count, memory_order_relaxed);
+    atomic_store_explicit(count, n + (size_t)(ptrdiff_t)delta, memory_order_release);
+}
+/* A source or timer joined (+1) or left (-1) mode. Loop locked. */
+static inline void rl_mode_items_changed(rl_mode *mode, int delta, bool timer) {
+    rl_locked_count_add(&mode->items, delta);
+    if (timer) rl_locked_count_add(&mode->timer_items, delta);
+}
+/* rl_mode_is_empty without the lock: as of the last change another thread made under it. */
+static inline bool rl_mode_looks_empty(const rl_mode *mode) {
+    return atomic_load_explicit(&mode->items, memory_order_acquire) == 0;
 }
 /* Whether source is in any mode of loop. loop locked. */
 RL_HIDDEN bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *source);
@@ -257,7 +277,7 @@ typedef struct {
     rl_fd_watch *watches;  /* indexed by fd */
     size_t size;
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
-    size_t in_set;         /* how many fds the epoll set watches */
+    atomic_size_t in_set;  /* how many fds the epoll set watches (rl_locked_count_add; read unlocked) */
     uint32_t next_gen;
     uint32_t waits;        /* waits that returned fd events */
     /* Tags of events that matched no registration, in the last wait and in this one. */

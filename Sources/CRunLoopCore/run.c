@@ -47,8 +47,20 @@ typedef struct {
 } poll_state;
 
 static inline void read_poll_state(rl_loop_t *loop, rl_mode *mode, poll_state *state) {
-    state->watching_fds = loop->fds.in_set > 0;
+    state->watching_fds = atomic_load_explicit(&loop->fds.in_set, memory_order_relaxed) > 0;
     state->earliest = rl_timers_earliest(mode);
+}
+
+/* The same without the lock when there is nothing to read: no fd watched and no timer in the
+ * mode (the usual state of a loop busy with signalled sources and blocks). As of the last change
+ * another thread made under the lock, which is all a locked read would say too. */
+static inline bool poll_state_is_idle(rl_loop_t *loop, rl_mode *mode, poll_state *state) {
+    if (atomic_load_explicit(&loop->fds.in_set, memory_order_acquire) ||
+        atomic_load_explicit(&mode->timer_items, memory_order_acquire))
+        return false;
+    state->watching_fds = false;
+    state->earliest = __builtin_inf();
+    return true;
 }
 
 static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
@@ -74,7 +86,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
                            poll_state *state, rl_wait_event *events) {
     bool block = false;
     double deadline = 0;
-    if (!poll || !state_current) {
+    if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
         read_poll_state(loop, run->mode, state);
         if (!poll) {
@@ -158,10 +170,7 @@ static int run_passes(rl_loop_t *loop, rl_run_frame *run, poll_state *state, boo
         if (handled && run->stop_after_handle) return RL_RUN_HANDLED_SOURCE;
         if (polling || (run->deadline < INFINITY && rl_time_now() >= run->deadline)) return RL_RUN_TIMED_OUT;
         if (stop_requested(run)) return RL_RUN_STOPPED;
-        pthread_mutex_lock(&loop->lock);
-        bool empty = rl_mode_is_empty(run->mode);
-        pthread_mutex_unlock(&loop->lock);
-        if (empty) return RL_RUN_FINISHED;
+        if (rl_mode_looks_empty(run->mode)) return RL_RUN_FINISHED; /* no lock (internal.h) */
     }
 }
 

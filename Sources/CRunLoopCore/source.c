@@ -178,6 +178,7 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
     rl_link *l = link_for(s, loop);
     if (!l) return -EINVAL; /* not entered: cannot happen */
     if (rl_ptrset_add(&mode->sources, s) < 0) return -ENOMEM;
+    rl_mode_items_changed(mode, 1, false);
     if (s->version == 0 && atomic_load(&s->signalled)) enqueue(l);
     return 0;
 }
@@ -188,6 +189,7 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
 static int source_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
     (void)loop;
     int rc = rl_ptrset_add(&mode->sources, item);
+    if (rc > 0) rl_mode_items_changed(mode, 1, false);
     return rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
 }
 
@@ -196,6 +198,7 @@ static int source_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object
 static bool source_leave(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
     rl_source_t *s = (rl_source_t *)item;
     if (!rl_ptrset_remove(&mode->sources, s)) return false;
+    rl_mode_items_changed(mode, -1, false);
     atomic_fetch_add_explicit(&loop->source_removals, 1, memory_order_relaxed);
     unlink_if_gone(loop, s);
     return true;

@@ -128,6 +128,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         return -ENOMEM;
     }
     set_mode(e, mode);
+    rl_mode_items_changed(mode, 1, true);
     if (c) { /* chained right after the inline entry */
         e->next = t->first.next;
         t->first.next = e;
@@ -146,6 +147,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     }
     if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
+    rl_mode_items_changed(mode, -1, true);
     set_mode(e, NULL);
     if (prev) { /* a chained entry: unlink and free it */
         prev->next = e->next;

@@ -71,6 +71,11 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
         CHECK(atomic_load(&s->obj.refs) > 0, "mode %s: source %p has no reference left", m->name, (void *)s);
     }
     CHECK(members == m->sources.count, "mode %s: %zu sources counted, %zu in the set", m->name, m->sources.count, members);
+    CHECK(atomic_load(&m->items) == m->sources.count + rl_heap_size(&m->timers),
+          "mode %s: %zu items counted, %zu sources and %zu timers in it", m->name, (size_t)atomic_load(&m->items),
+          m->sources.count, rl_heap_size(&m->timers));
+    CHECK(atomic_load(&m->timer_items) == rl_heap_size(&m->timers), "mode %s: %zu timers counted, %zu in its heap",
+          m->name, (size_t)atomic_load(&m->timer_items), rl_heap_size(&m->timers));
     unsigned mask = 0;
     for (size_t i = 0; i < m->observers.count; i++) {
         rl_observer_t *o = m->observers.items[i];
