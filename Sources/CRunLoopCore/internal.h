@@ -185,14 +185,32 @@ struct rl_timer {
     _Atomic double fire_date;
     _Atomic double tolerance;
     rl_timer_callback_t callback;
-    void *info;                /* the context's, retained */
-    void (*release)(const void *info);
+    void *info;                /* the context's: retained for the timer's life, or (HELD) while
+                                * a loop owns the timer */
+    union {                    /* immutable; which one: RL_TIMER_HELD */
+        void (*release)(const void *info);
+        const struct rl_timer_hold *hold;
+    };
     _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
     rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
 
-/* obj.bits of a timer. */
-enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2 };
+/* The retain and release of a held timer's context (rl_timer_create_held). A timer has room for
+ * one function pointer of its context, so held timers point at a pair shared by every timer made
+ * with the same two functions: one per pair in the process, never freed (timer.c). */
+typedef struct rl_timer_hold {
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
+    const struct rl_timer_hold *next;
+} rl_timer_hold;
+
+/* obj.bits of a timer. VALID and FIRING as named. HELD (immutable): the context is held only
+ * while a loop owns the timer. RELEASE_DUE: a held timer was disowned and its context's release
+ * is still to run; it is set under the owner's lock as the owner pointer is cleared, and taken
+ * (cleared) exactly once: by the disowning thread once it has unlocked, unless the timer's callout
+ * is running (FIRING), in which case by that callout's end; or by a claim, which then skips its
+ * retain (the two cancel). So a held timer's info lives through every callout. */
+enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);

@@ -62,8 +62,9 @@ static inline rl_timer_t *timer_at(const rl_heap *h, size_t i) {
     return timer_of((rl_timer_entry *)h->slots[i].node);
 }
 
-rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
-                            rl_timer_callback_t callback, const rl_context_t *context) {
+/* A valid timer in no loop, its context not set; NULL with errno set. */
+static rl_timer_t *new_timer(double fire_date, double interval, long order, rl_timer_callback_t callback,
+                             unsigned char bits) {
     if (!callback || bad_time(fire_date) || bad_time(interval)) {
         errno = EINVAL;
         return NULL;
@@ -74,22 +75,98 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
         return NULL;
     }
     rl_object_init(&t->obj, RL_TYPE_TIMER);
-    atomic_init(&t->obj.bits, RL_TIMER_VALID);
+    atomic_init(&t->obj.bits, bits);
     t->interval = isinf(interval) ? 0 : interval;
     atomic_init(&t->fire_date, not_before_now(fire_date));
     atomic_init(&t->tolerance, 0.0);
     atomic_init(&t->loop, NULL);
     t->callback = callback;
-    t->info = context ? context->info : NULL;
-    t->release = context ? context->release : NULL;
-    if (context && context->retain) t->info = (void *)context->retain(context->info);
     t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
     return t;
 }
 
+rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
+                            rl_timer_callback_t callback, const rl_context_t *context) {
+    rl_timer_t *t = new_timer(fire_date, interval, order, callback, RL_TIMER_VALID);
+    if (!t) return NULL;
+    t->info = context ? context->info : NULL;
+    t->release = context ? context->release : NULL;
+    if (context && context->retain) t->info = (void *)context->retain(context->info);
+    return t;
+}
+
+/* Every pair of retain and release that held timers were made with, each once: a list that only
+ * grows (a program names few such pairs; Swift's timers all share one), pushed lock-free, so that
+ * making a held timer takes no lock and fork need not know of the list. */
+static _Atomic(const rl_timer_hold *) holds;
+
+static const rl_timer_hold *hold_for(const void *(*retain)(const void *), void (*release)(const void *)) {
+    const rl_timer_hold *head = atomic_load_explicit(&holds, memory_order_acquire);
+    for (const rl_timer_hold *h = head; h; h = h->next)
+        if (h->retain == retain && h->release == release) return h;
+    rl_timer_hold *h = rl_malloc(sizeof *h);
+    if (!h) return NULL;
+    *h = (rl_timer_hold){.retain = retain, .release = release, .next = head};
+    /* A pair pushed meanwhile by another thread may now be listed twice: harmless. */
+    while (!atomic_compare_exchange_weak_explicit(&holds, &head, h, memory_order_release, memory_order_acquire))
+        h->next = head;
+    return h;
+}
+
+rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
+                                 rl_timer_callback_t callback, const rl_context_t *context) {
+    if (!context || (!context->retain && !context->release))
+        return rl_timer_create(fire_date, interval, order, callback, context);
+    if (!callback || bad_time(fire_date) || bad_time(interval)) { /* EINVAL before ENOMEM */
+        errno = EINVAL;
+        return NULL;
+    }
+    const rl_timer_hold *hold = hold_for(context->retain, context->release);
+    if (!hold) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    rl_timer_t *t = new_timer(fire_date, interval, order, callback, RL_TIMER_VALID | RL_TIMER_HELD);
+    if (!t) return NULL;
+    t->info = context->info;
+    t->hold = hold;
+    return t;
+}
+
 void rl_timer_destroy(rl_timer_t *t) {
-    if (t->release) t->release(t->info);
+    /* A held timer's context was released when it left its last loop: every path that disowns
+     * runs the release before it drops the loop's references. */
+    if (!(atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD) && t->release)
+        t->release(t->info);
     free(t);
+}
+
+/* ---- A held timer's context: retained as a loop claims the timer, released once it is
+ * disowned and nothing locked (see RL_TIMER_RELEASE_DUE). ---- */
+
+/* The timer was just claimed by loop (loop locked): take back a release still due from its last
+ * disowning, or retain. */
+static void held_claimed(rl_timer_t *t) {
+    if (atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_RELEASE_DUE) & RL_TIMER_RELEASE_DUE) return;
+    if (t->hold->retain) (void)t->hold->retain(t->info);
+}
+
+/* After unlocking from anything that may have disowned t: run the context's release if it is due,
+ * unless t's callout is running, whose end runs it (fire). The caller holds a reference to t. */
+static void settle_held(rl_timer_t *t) {
+    unsigned char bits = atomic_load(&t->obj.bits);
+    do {
+        if ((bits & (RL_TIMER_RELEASE_DUE | RL_TIMER_FIRING)) != RL_TIMER_RELEASE_DUE) return;
+    } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits & ~RL_TIMER_RELEASE_DUE));
+    if (t->hold->release) t->hold->release(t->info);
+}
+
+/* The end of t's callout: clear FIRING and the bits in clear, run a release that became due
+ * during the callout. Returns the bits before. Nothing locked. */
+static unsigned char end_callout(rl_timer_t *t, unsigned char clear) {
+    unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(clear | RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE));
+    if ((was & RL_TIMER_RELEASE_DUE) && t->hold->release) t->hold->release(t->info);
+    return was;
 }
 
 /* The timer's entry for mode, or NULL. Owner loop's lock. */
@@ -162,14 +239,24 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 
 static int timer_enter(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
-    if (!is_valid(t)) return -EINVAL;
-    return rl_owner_claim(loop, &t->loop);
+    unsigned char bits = atomic_load(&t->obj.bits);
+    if (!(bits & RL_TIMER_VALID)) return -EINVAL;
+    if (!(bits & RL_TIMER_HELD)) return rl_owner_claim(loop, &t->loop);
+    bool had = atomic_load(&t->loop) == loop; /* only this loop's lock, held, changes that */
+    int rc = rl_owner_claim(loop, &t->loop);
+    if (!rc && !had) held_claimed(t);
+    return rc;
 }
 
+/* Disowning a held timer leaves its context's release due: the caller runs settle_held once it
+ * has unlocked. The bit is set before the owner pointer is cleared, so a claim that sees no owner
+ * sees the bit. */
 static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
     if (atomic_load(&t->loop) != loop) return;
     if (in_any_mode(t) || (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t))) return;
+    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD)
+        atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
     rl_owner_clear(&t->loop);
 }
 
@@ -213,6 +300,7 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     pthread_mutex_lock(&loop->lock);
     rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
     pthread_mutex_unlock(&loop->lock);
+    if (rc) settle_held(t); /* a failed add may have claimed t, then let it go */
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
 }
@@ -225,6 +313,7 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     size_t releases = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
     pthread_mutex_unlock(&loop->lock);
     if (!releases) return -ENOENT;
+    settle_held(t);
     while (releases--) rl_release(t);
     RL_DEBUG_VERIFY(loop, "rl_loop_remove_timer");
     return 0;
@@ -247,6 +336,7 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     pthread_mutex_lock(&loop->lock);
     if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t);
     pthread_mutex_unlock(&loop->lock);
+    settle_held(t);
     while (releases--) rl_release(t);
 }
 
@@ -256,6 +346,7 @@ static void leave_owner(rl_timer_t *t) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     size_t releases = loop ? leave_loop(loop, t) : 0;
     rl_owner_unlock(&t->loop, loop);
+    settle_held(t);
     while (releases--) rl_release(t);
 }
 
@@ -455,17 +546,23 @@ static double next_on_grid(double fired, double interval, double now) {
 static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return;
-    /* Valid and not firing already (a nested run inside its own callout), in one step. */
+    /* Valid, not firing already (a nested run inside its own callout) and, if held, no release
+     * due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
-        if (bits != RL_TIMER_VALID) return;
-    } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, RL_TIMER_VALID | RL_TIMER_FIRING));
+        if ((bits & ~RL_TIMER_HELD) != RL_TIMER_VALID) return;
+    } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
+    /* A held timer disowned since the check above may have had its context released already:
+     * from now on FIRING defers any release to the callout's end, but this one is gone. */
+    if ((bits & RL_TIMER_HELD) && atomic_load(&t->loop) != loop) {
+        (void)end_callout(t, 0);
+        return;
+    }
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
-        if (atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_VALID | RL_TIMER_FIRING)) & RL_TIMER_VALID)
-            leave_owner(t);
+        if (end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
         return;
     }
     if (is_valid(t)) {
@@ -475,7 +572,7 @@ static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
             set_fire_date_locked(owner, t, next_on_grid(fired, t->interval, rl_time_now()));
         rl_owner_unlock(&t->loop, owner);
     }
-    atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_FIRING);
+    (void)end_callout(t, 0);
 }
 
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {

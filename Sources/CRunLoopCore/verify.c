@@ -61,6 +61,8 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
         CHECK(m->timers.slots[i].when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f",
               m->name, (void *)t, m->timers.slots[i].when, atomic_load(&t->fire_date));
         CHECK(e->node.order == t->first.node.order, "mode %s: timer %p keyed with another order", m->name, (void *)t);
+        CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE), "mode %s: timer %p is owned, yet its context's release is due",
+              m->name, (void *)t);
     }
     size_t members = 0;
     for (size_t i = 0; i < m->sources.capacity; i++) {

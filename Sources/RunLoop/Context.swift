@@ -1,13 +1,15 @@
 internal import CRunLoopCore
 
-// How closures reach C: each C object's context `info` is one box object, passed as a retained
+// How closures reach C (timers excepted: a `LoopTimer` is its own C timer's context, held by the
+// core only while a loop holds the timer; see LoopTimer.swift and `rl_timer_create_held`).
+// Each other C object's context `info` is one box object, passed as a retained
 // `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over). The C object
 // calls `release(info)` exactly once, when its last reference goes; `releaseBox` balances the +1.
 // If the C constructor fails it never takes the context, and the Swift caller releases the box.
 // Queued work (`queueWork`, Loop.swift) is the same with a block in place of the C object: its
 // release runs once, after the block runs or when the loop drops it.
 
-/// The context box of a timer, source or observer: its closure, and a weak link to the handle
+/// The context box of a source or observer: its closure, and a weak link to the handle
 /// made with it, so that a callout passes the handle in and the closure never captures it.
 ///
 /// Generic over the closure's own type, so the user's closure is stored as it is: no wrapping

@@ -1,9 +1,26 @@
 internal import CRunLoopCore
 
-/// The `rl_timer_callback_t` of every Swift timer.
+/// The `rl_timer_callback_t` of every Swift timer. `info` is the timer itself, unretained: the
+/// core keeps a held timer's context alive for the whole callout (crunloop.h,
+/// `rl_timer_create_held`), so no retain is needed here.
 private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    LoopTimer.Box.callOut(info, raw: timer, lending: LoopTimer.init(retaining:)) { $0($1) }
+    Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body($0) }
+}
+
+/// The context of every Swift timer: `info` is the `LoopTimer`, retained while a loop holds it.
+private func timerContext(_ timer: LoopTimer) -> rl_context_t {
+    rl_context_t(
+        info: Unmanaged.passUnretained(timer).toOpaque(),
+        retain: { info in
+            guard let info else { return nil }
+            _ = Unmanaged<LoopTimer>.fromOpaque(info).retain()
+            return info
+        },
+        release: { info in
+            guard let info else { return }
+            Unmanaged<LoopTimer>.fromOpaque(info).release()
+        })
 }
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
@@ -11,33 +28,48 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
 /// Create it, then add it to one loop in one or several modes (`Loop.add(_:in:)`),
 /// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
 /// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
-/// a timer whose closure uses its timer leaks nothing. A one-shot timer is invalidated after its
-/// callout; a repeating timer keeps to its grid (`fireDate + k * interval`), firing once after a
-/// stall. Timers with equal fire dates fire in ascending ``order``, then in the order scheduled.
+/// a timer whose closure uses its timer leaks nothing. The timer it receives is the very object
+/// you hold (`===`). A one-shot timer is invalidated after its callout; a repeating timer keeps
+/// to its grid (`fireDate + k * interval`), firing once after a stall. Timers with equal fire
+/// dates fire in ascending ``order``, then in the order scheduled.
 ///
-/// **Lifetime.** The handle owns one reference to the C timer and releases it in `deinit`; a
-/// loop keeps a timer it holds alive until it is invalidated, removed, or (one-shot) fired. The
-/// closure is released exactly once, when the C timer is destroyed.
+/// **Lifetime.** The handle owns one reference to the C timer and releases it in `deinit`; it
+/// also holds the closure. A loop that holds the timer keeps the handle alive, until the timer
+/// is invalidated, removed from its last mode, fired (one-shot) or the loop's thread exits; so
+/// a scheduled timer keeps firing after you drop your handle. The closure is released exactly
+/// once, with the handle: when neither you nor a loop holds it any longer.
+///
+/// **Cost.** One Swift allocation (this object) and one C allocation (the timer): the handle is
+/// the C timer's context (`rl_timer_create_held`), which a loop retains only while it holds the
+/// timer, so handle and C timer own each other without a cycle, and a callout reaches the handle
+/// with no retain, weak load or lookup.
 ///
 /// **Threads.** Every member may be used from any thread; the timer is `Sendable`.
 ///
-/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
-/// used on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
+/// `@unchecked Sendable`: the C timer pointer is set once, in `init`, and every C function used
+/// on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS); the
+/// closure is only called by the loop that fires the timer, one callout at a time (it came in
+/// `sending`, so nothing else can reach what it captured).
 public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
-    /// The context box: the closure as given.
-    typealias Box = CalloutBox<LoopTimer, (LoopTimer) -> Void>
+    /// The closure, as given.
+    fileprivate let body: (LoopTimer) -> Void
+    /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
+    /// that failed.
+    private var created: OpaquePointer?
 
-    let raw: OpaquePointer
+    var raw: OpaquePointer { created.unsafelyUnwrapped }
 
-    /// Wraps `raw`, taking a new reference to it.
+    /// Wraps `raw`, a C timer made elsewhere (the tests), taking a new reference to it. Such a
+    /// handle is not the timer's context: its own closure is never called.
     init(retaining raw: OpaquePointer) {
         rl_retain(object(raw))
-        self.raw = raw
+        body = { _ in }
+        created = raw
     }
 
-    private init(owning raw: OpaquePointer) { self.raw = raw }
-
-    deinit { rl_release(object(raw)) }
+    deinit {
+        if let created { rl_release(object(created)) }
+    }
 
     /// A timer first due at `fireDate` (a past date fires at the next pass), repeating every
     /// `interval` when given, once otherwise. `tolerance` is how late it may fire to share a
@@ -48,12 +80,14 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
         tolerance: Duration = .zero, order: Int = 0,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
-        let box = Box(body)
-        let raw = try createWithContext(box) {
-            rl_timer_create(fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order, { timerCallout($0, $1) }, &$0)
-        }
-        self.raw = raw
-        box.handle = self
+        self.body = body
+        var context = timerContext(self)
+        guard
+            let raw = rl_timer_create_held(
+                fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order, { timerCallout($0, $1) },
+                &context)
+        else { throw lastCError() }
+        created = raw
         if tolerance != .zero {
             let code = rl_timer_set_tolerance(raw, tolerance.loopSeconds)
             if code != 0 { throw LoopError(code: code) ?? .invalidArgument }

@@ -70,6 +70,7 @@ typedef struct item {
     /* The model: what the loop acknowledged. */
     bool in[MAXM], common, valid, pending, data;
     bool repeats, keep;
+    bool held;               /* a timer made by rl_timer_create_held */
     unsigned activities;
     int fd, peer;            /* fd sources: the watched end and the end the script writes */
     void (*hook)(struct item *);
@@ -301,6 +302,19 @@ static item_t *mk_timer(world_t *w, const char *name, double delay, double inter
     return it;
 }
 
+/* A timer that holds its context only while the loop holds it: retains - releases is 1 while it
+ * is in a mode or the common set, 0 otherwise (check_item). */
+static item_t *mk_held_timer(world_t *w, const char *name, double delay, double interval, long order) {
+    item_t *it = new_item(w, K_TIMER, name);
+    it->repeats = interval > 0;
+    it->held = true;
+    rl_context_t ctx = {it, ctx_retain, ctx_release};
+    long p0 = pts();
+    it->obj = rl_timer_create_held(rl_time_now() + delay, interval, order, timer_cb, &ctx);
+    created(w, it, p0, "rl_timer_create_held");
+    return it;
+}
+
 static item_t *mk_src0(world_t *w, const char *name, long order) {
     item_t *it = new_item(w, K_SRC0, name);
     rl_source_context_t ctx = {it, ctx_retain, ctx_release, src_schedule, src_cancel, src_perform};
@@ -382,6 +396,11 @@ static void check_item(world_t *w, item_t *it, const char *when) {
             it->name, got ? "" : "not ", it->common ? "it was added" : "it was not (a failed add left it behind?)");
     W_CHECK(w, is_valid(it) == it->valid, "%s: %s %s is %svalid, expected %svalid", when, kind_name[it->kind],
             it->name, it->valid ? "not " : "still ", it->valid ? "" : "in");
+    if (it->held) {
+        int holds = atomic_load(&it->retains) - atomic_load(&it->releases), owned = count_in(it) || it->common;
+        W_CHECK(w, holds == owned, "%s: held timer %s: %d retains - releases, but %s", when, it->name, holds,
+                owned ? "a loop holds it (expected 1)" : "no loop holds it (expected 0)");
+    }
     if (it->kind == K_SRC0) {
         int live = atomic_load(&it->schedules) - atomic_load(&it->cancels);
         W_CHECK(w, live == count_in(it), "%s: source %s: %d schedules - cancels, but in %d modes (expected equal)",
@@ -728,6 +747,37 @@ static void sc_timers(world_t *w) {
     add(w, t1, M_B);
     rm(w, t0, M_A); /* fired: -ENOENT, or still there */
     checkpoint(w, "after removing");
+    finish(w);
+}
+
+/* sc_timers with held timers, and adds again after removals (claims after disowning). */
+static void sc_held(world_t *w) {
+    item_t *t0 = mk_held_timer(w, "h0", 0, 0, 0);
+    item_t *t1 = mk_held_timer(w, "h1", 0, 0.001, 1);
+    item_t *t2 = mk_held_timer(w, "h2", 0, 0.001, 2);
+    item_t *t3 = mk_held_timer(w, "h3", 0.0005, 0, 3);
+    item_t *t4 = mk_held_timer(w, "h4", 0, 0.002, 4);
+    t4->keep = true;
+    add(w, t0, M_A);
+    add(w, t1, COMMON);
+    add(w, t2, M_A);
+    add(w, t2, M_B);
+    add(w, t3, M_B);
+    add(w, t4, COMMON);
+    add(w, t4, M_A);
+    checkpoint(w, "after adding held timers");
+    run(w, M_A, 0);
+    checkpoint(w, "after running");
+    rm(w, t2, M_B);
+    rm(w, t2, M_A);
+    add(w, t2, M_C1);
+    rm(w, t1, COMMON);
+    add(w, t1, M_B);
+    rm(w, t4, COMMON);
+    add(w, t4, COMMON);
+    inval(w, t3);
+    checkpoint(w, "after removing and adding again");
+    run(w, M_B, 0.001);
     finish(w);
 }
 
@@ -1096,6 +1146,7 @@ static void sc_teardown(world_t *w) {
 static const scenario scenarios[] = {
     {"loop", sc_loop, true},
     {"timers", sc_timers, false},
+    {"held", sc_held, false},
     {"sources", sc_sources, false},
     {"signal40", sc_signal40, false},
     {"timers40", sc_timers40, false},
@@ -1168,15 +1219,21 @@ static void after_exit(world_t *w, int fds_before) {
             W_CHECK(w, atomic_load(&it->schedules) == atomic_load(&it->cancels),
                     "after the thread's exit, source %s was scheduled %d times, cancelled %d times (expected as often)",
                     it->name, atomic_load(&it->schedules), atomic_load(&it->cancels));
-        if (!it->keep) {
+        if (it->held) {
+            W_CHECK(w, atomic_load(&it->releases) == atomic_load(&it->retains),
+                    "after the thread's exit, held timer %s: info retained %d times, released %d times, expected as "
+                    "often (the dead loop still holds it?)", it->name, atomic_load(&it->retains), atomic_load(&it->releases));
+            if (!it->keep) continue;
+        } else if (!it->keep) {
             W_CHECK(w, atomic_load(&it->releases) == 1 && atomic_load(&it->retains) == 1,
                     "after the thread's exit, %s %s: info retained %d times, released %d times, expected once each "
                     "(the dead loop still holds it?)",
                     kind_name[it->kind], it->name, atomic_load(&it->retains), atomic_load(&it->releases));
             continue;
         }
-        W_CHECK(w, atomic_load(&it->releases) == 0, "kept %s %s was destroyed while referenced", kind_name[it->kind],
-                it->name);
+        if (!it->held)
+            W_CHECK(w, atomic_load(&it->releases) == 0, "kept %s %s was destroyed while referenced", kind_name[it->kind],
+                    it->name);
         bool valid = is_valid(it);
         int rc = 0;
         if (it->kind == K_TIMER) {
@@ -1192,8 +1249,13 @@ static void after_exit(world_t *w, int fds_before) {
                 "kept %s %s: adding it to another loop after its loop's thread exited returned %d (%s), expected 0 "
                 "(-EINVAL if invalid)", kind_name[it->kind], it->name, rc, strerror(-rc));
         rl_release(it->obj);
-        W_CHECK(w, atomic_load(&it->releases) == 1, "kept %s %s not destroyed by its last release", kind_name[it->kind],
-                it->name);
+        if (it->held)
+            W_CHECK(w, atomic_load(&it->releases) == atomic_load(&it->retains),
+                    "kept held timer %s: retained %d times, released %d times after another loop had it", it->name,
+                    atomic_load(&it->retains), atomic_load(&it->releases));
+        else
+            W_CHECK(w, atomic_load(&it->releases) == 1, "kept %s %s not destroyed by its last release",
+                    kind_name[it->kind], it->name);
     }
     char report[1024];
     int v = verify_loop(w->loop, report, sizeof report);

@@ -28,6 +28,9 @@ import Synchronization
 
 let quick = CommandLine.arguments.contains("--quick")
 let jobsOnly = CommandLine.arguments.contains("--jobs-only")
+/// --timers-only: one short run of the C and Swift timers and nothing else (for callgrind, whose
+/// serialized threads make the wakeup rounds crawl).
+let timersOnly = CommandLine.arguments.contains("--timers-only")
 let verbose = CommandLine.arguments.contains("--verbose")
 
 /// Progress on standard error with --verbose.
@@ -460,6 +463,17 @@ if jobsOnly {
     for (name, figures) in zip(names, jobFigures) {
         print("actor jobs on \(name): \(figures.map { String(format: "%.0f", $0) }.joined(separator: ", ")) calls/s")
     }
+    exit(0)
+}
+
+if timersOnly {
+    let t = startThread {
+        let c = cTimers(timersPerRound), s = swiftTimers(timersPerRound)
+        for (name, figure) in [("create+release", \TimerCosts.create), ("add+fire", \.addFire), ("one-shot life", \.life)] {
+            print("timer \(name): C \(fmt(c[keyPath: figure])) Swift \(fmt(s[keyPath: figure])) ns/op")
+        }
+    }
+    pthread_join(t, nil)
     exit(0)
 }
 

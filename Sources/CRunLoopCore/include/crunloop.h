@@ -51,6 +51,8 @@
  *   retains it; removing, invalidating or the loop's teardown releases it. When the last
  *   reference goes, the context's release(info) runs (if given), exactly once. The context
  *   structs are copied at creation; info is first passed to retain(info) when retain is set.
+ *   A timer made by rl_timer_create_held instead holds its context only while a loop holds it
+ *   (retain as a loop takes it, release as it leaves the loop), so info may own the timer.
  *   The loop holds a reference to an item for the whole of every callout to it, so its info
  *   stays valid until the callout returns, even if the callout invalidates the item and drops
  *   the caller's last reference.
@@ -395,6 +397,32 @@ RL_API long rl_source_get_order(rl_source_t *source);
  * negative date or interval, or a NULL callback. */
 RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                                    rl_timer_callback_t callback, const rl_context_t *context);
+/* Like rl_timer_create, except that the timer holds its context only while a loop holds the
+ * timer, so that info may own the timer without a cycle (a wrapper's handle object can be the
+ * context itself: it owns one reference to the timer, and the timer keeps it alive only while
+ * scheduled).
+ *   Ownership: retain(info) runs when a loop claims the timer (it had no loop, and is added to
+ *   a first mode of this one, by name or through RL_COMMON_MODES); release(info) runs once the
+ *   timer leaves that loop (out of its last mode and of the common modes: removed, invalidated,
+ *   a one-shot timer fired, or the loop torn down). Creating the timer does not retain info and
+ *   destroying it does not release it; retain's result is ignored (info stays as given). The
+ *   caller keeps info valid while the timer is in no loop, at least until an add returns.
+ *   retain and release pair exactly and in order: a release never runs before its retain, and
+ *   an add that fails after claiming the timer runs both before it returns.
+ *   Callouts: info is valid for the whole of every callout, even when the callout or another
+ *   thread removes or invalidates the timer meanwhile (the release is then run as the callout
+ *   returns, on the loop's thread).
+ *   Threads: retain runs on the adding thread with the loop's lock held: it must not call any
+ *   function of this library (an atomic increment is the expected kind). release runs with no
+ *   lock of the library held, on the thread that removed the timer (or whose loop fired,
+ *   invalidated or tore it down), and may do anything, rl_release() of this very timer included.
+ *   Errors: as rl_timer_create. A NULL context, or one with neither retain nor release, makes an
+ *   ordinary timer (rl_timer_create).
+ *   Cost: the same 104-byte allocation as rl_timer_create; the two functions are stored once per
+ *   distinct pair for the whole process (a list searched at creation, first hit for a program that
+ *   uses one pair; ENOMEM if a new pair cannot be stored). A callout costs no retain or release. */
+RL_API rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
+                                        rl_timer_callback_t callback, const rl_context_t *context);
 /* Add timer to mode of loop (retains it). A timer may be in several modes of one loop, never in
  * two loops: -EBUSY. Adding it to a mode it is already in returns -EEXIST. Removing it from a
  * mode it is not in returns -ENOENT (as for sources and observers). */
