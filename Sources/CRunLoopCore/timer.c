@@ -147,7 +147,13 @@ void rl_timer_destroy(rl_timer_t *t) {
 /* The timer was just claimed by loop (loop locked): take back a release still due from its last
  * disowning, or retain. */
 static void held_claimed(rl_timer_t *t) {
-    if (atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_RELEASE_DUE) & RL_TIMER_RELEASE_DUE) return;
+    /* A load first: a release is seldom due, and a load that finds none is as good as the
+     * read-modify-write (the settling thread clears the bit before it releases, so seeing it
+     * clear means that release is done or under way, and this claim's retain pairs with the
+     * next disowning). */
+    if ((atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE) &&
+        (atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_RELEASE_DUE) & RL_TIMER_RELEASE_DUE))
+        return;
     if (t->hold->retain) (void)t->hold->retain(t->info);
 }
 
