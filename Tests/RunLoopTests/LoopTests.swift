@@ -12,6 +12,27 @@ struct LoopTests {
         #expect(Set([LoopMode.default, "kCFRunLoopDefaultMode", custom]).count == 2)
     }
 
+    /// `.default` is kept apart (no string to copy) but is the same mode as its name spelled out:
+    /// equal, hashed alike, and the same mode in the core.
+    @Test func defaultModeEqualsItsSpelledOutName() async throws {
+        let spelled = LoopMode("kCFRunLoopDefaultMode")
+        #expect(LoopMode.default == spelled)
+        #expect(spelled == LoopMode.default)
+        #expect(LoopMode.default.rawValue == "kCFRunLoopDefaultMode")
+        #expect(Set([LoopMode.default, spelled]).count == 1)
+        #expect(LoopMode.default != LoopMode.common)
+        #expect(LoopMode.default != "com.example.other")
+        try await onNewThread {
+            let loop = Loop.current
+            let fired = Counter()
+            let timer = try LoopTimer(after: .zero) { _ in fired.increment() }
+            try loop.add(timer, in: spelled)
+            #expect(loop.contains(timer, in: .default))
+            #expect(throws: LoopError.alreadyInMode) { try loop.add(timer, in: .default) }
+            #expect(try runUntil(loop, mode: .default) { fired.count == 1 })
+        }
+    }
+
     @Test func currentAndMainAreDistinctOffTheMainThread() async throws {
         try await onNewThread {
             let loop = Loop.current
