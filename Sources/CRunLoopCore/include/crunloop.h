@@ -416,6 +416,8 @@ RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order
  *   function of this library (an atomic increment is the expected kind). release runs with no
  *   lock of the library held, on the thread that removed the timer (or whose loop fired,
  *   invalidated or tore it down), and may do anything, rl_release() of this very timer included.
+ *   Fork: a release that another thread of the parent was about to run when the process forked
+ *   is not run in the child (the child keeps one reference to info too many, never one too few).
  *   Errors: as rl_timer_create. A NULL context, or one with neither retain nor release, makes an
  *   ordinary timer (rl_timer_create).
  *   Cost: the same 104-byte allocation as rl_timer_create; the two functions are stored once per
