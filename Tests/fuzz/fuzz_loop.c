@@ -948,12 +948,17 @@ static bool cf_safe(const struct side *s, bool stop) {
 
 static void op_stop_wakeup(struct side *s, bool stop) {
     tr(s, stop ? "stop" : "wakeup");
+    bool safe = cf_safe(s, stop);
     if (s->id == CF) {
-        if (!cf_safe(s, stop)) return;
+        if (!safe) return;
         if (stop) CFRunLoopStop(s->loop);
         else CFRunLoopWakeUp(s->loop);
         if (s->nframes) s->cf_wake_pending = true;
     } else {
+        /* crunloop's stop is invisible wherever CF's is left out, but one: in the Entry of the
+         * innermost run, which both libraries then see at once (the run returns stopped). There,
+         * while an outer run has yet to wait (so CF is not stopped), crunloop is not either. */
+        if (stop && !safe && s->nframes && s->frames[s->nframes - 1].phase == PH_ENTRY) return;
         if (stop) rl_loop_stop(s->loop);
         else rl_loop_wakeup(s->loop);
     }
