@@ -209,8 +209,11 @@ typedef struct rl_timer_hold {
  * is still to run; it is set under the owner's lock as the owner pointer is cleared, and taken
  * (cleared) exactly once: by the disowning thread once it has unlocked, unless the timer's callout
  * is running (FIRING), in which case by that callout's end; or by a claim, which then skips its
- * retain (the two cancel). So a held timer's info lives through every callout. */
-enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8 };
+ * retain (the two cancel). So a held timer's info lives through every callout. IDLE: the timer
+ * is in its owner's common set but in none of its modes (removed by name from the last one); it
+ * stays the loop's, but fires in no pass, as CF's timer whose last mode went (set and cleared
+ * under the owner's lock; read by fire(), unlocked). */
+enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);

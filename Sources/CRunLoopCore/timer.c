@@ -212,6 +212,8 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     }
     set_mode(e, mode);
     rl_mode_items_changed(mode, 1, true);
+    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_IDLE)
+        atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_IDLE);
     if (c) { /* chained right after the inline entry */
         e->next = t->first.next;
         t->first.next = e;
@@ -259,8 +261,13 @@ static int timer_enter(rl_loop_t *loop, rl_object *item) {
  * sees the bit. */
 static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
-    if (atomic_load(&t->loop) != loop) return;
-    if (in_any_mode(t) || (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t))) return;
+    if (atomic_load(&t->loop) != loop || in_any_mode(t)) return;
+    if (loop->common_timers.count && rl_ptrset_contains(&loop->common_timers, t)) {
+        /* Still the loop's (the common set holds it), but in no mode: a pass that took it as due
+         * before it left its last mode must not fire it (fire() reads the bit). */
+        atomic_fetch_or(&t->obj.bits, RL_TIMER_IDLE);
+        return;
+    }
     if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD)
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
     rl_owner_clear(&t->loop);
@@ -552,8 +559,8 @@ static double next_on_grid(double fired, double interval, double now) {
 static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return;
-    /* Valid, not firing already (a nested run inside its own callout) and, if held, no release
-     * due, in one step. */
+    /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
+     * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
         if ((bits & ~RL_TIMER_HELD) != RL_TIMER_VALID) return;

@@ -63,6 +63,8 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
         CHECK(e->node.order == t->first.node.order, "mode %s: timer %p keyed with another order", m->name, (void *)t);
         CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE), "mode %s: timer %p is owned, yet its context's release is due",
               m->name, (void *)t);
+        CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_IDLE), "mode %s: timer %p is in a mode, yet marked idle", m->name,
+              (void *)t);
     }
     size_t members = 0;
     for (size_t i = 0; i < m->sources.capacity; i++) {

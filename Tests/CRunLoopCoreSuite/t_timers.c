@@ -634,3 +634,51 @@ RLT_TEST(timer_in_three_modes_leaves_one_and_keeps_the_others) {
     RLT_CHECK(!rl_loop_contains_timer(loop, t, "c"));
     rl_release(t);
 }
+
+/* ---- a timer removed by name from its last mode while in the common set ---------------------- */
+
+typedef struct {
+    rl_timer_t *other;
+    int first, other_fired;
+} idle_case;
+
+static void remove_other_by_name(rl_timer_t *t, void *info) {
+    (void)t;
+    idle_case *c = info;
+    c->first++;
+    RLT_CHECK_EQ(rl_loop_remove_timer(rl_loop_get_current(), c->other, RL_DEFAULT_MODE), 0);
+}
+
+static void count_other(rl_timer_t *t, void *info) {
+    (void)t;
+    ((idle_case *)info)->other_fired++;
+}
+
+/* As in CF (a timer whose last mode goes has no run loop): the pass that took both as due fires
+ * the first, whose callout removes the second from the default mode, its only mode, by name; the
+ * second stays in the common set but must not fire. Added back to a mode, it fires again. */
+RLT_TEST(timer_removed_from_its_last_mode_while_common_does_not_fire) {
+    rl_loop_t *loop = rl_loop_get_current();
+    idle_case c = {0};
+    rl_context_t ctx = {.info = &c};
+    double now = rl_time_now();
+    rl_timer_t *first = rl_timer_create(now - 1, 0, 1, remove_other_by_name, &ctx);
+    c.other = rl_timer_create(now - 1, 0, 2, count_other, &ctx);
+    RLT_CHECK(first && c.other);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, first, RL_DEFAULT_MODE), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, c.other, RL_COMMON_MODES), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(c.first, 1);
+    RLT_CHECK_EQ(c.other_fired, 0);
+    RLT_CHECK(rl_loop_contains_timer(loop, c.other, RL_COMMON_MODES));
+    RLT_CHECK(!rl_loop_contains_timer(loop, c.other, RL_DEFAULT_MODE));
+    RLT_CHECK(rl_timer_is_valid(c.other));
+    /* Back in the common modes (it rejoins the one it left): due, it fires. */
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, c.other, RL_COMMON_MODES), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(c.other_fired, 1);
+    rl_timer_invalidate(first);
+    rl_timer_invalidate(c.other);
+    rl_release(first);
+    rl_release(c.other);
+}
