@@ -42,7 +42,9 @@
  *   including modes made common later. Running RL_COMMON_MODES itself is an error. Such an item
  *   may be removed from one common mode by that mode's name (it stays in the others and in later
  *   ones); adding it to RL_COMMON_MODES again puts it back into every common mode, and returns
- *   -EEXIST only when it was in all of them (as CF).
+ *   -EEXIST only when it was in all of them (as CF). A timer removed that way from the last mode
+ *   it was in fires no more, even in a pass that had already found it due, until it is in a mode
+ *   again (as CF).
  *
  * OWNERSHIP
  *   Objects are reference counted. rl_*_create() returns a reference the caller owns (+1) and
