@@ -6,6 +6,7 @@
 #   make install         into $(DESTDIR)$(PREFIX); make uninstall; make clean
 #   make check-asan | check-tsan | check-valgrind | install-check | conformance | swift-test
 #   make swift-experimental   the experimental executors product, in Tests/experimental-executors
+#   make examples [EXAMPLE=sub]   build and run examples/ (mk/examples.mk)
 #
 # Needs only a C compiler, ar and the usual tools; `test` also needs clang, swift, pkg-config.
 
@@ -182,6 +183,7 @@ test:
 	$(MAKE) --no-print-directory conformance CC=gcc
 	$(MAKE) --no-print-directory swift-test
 	$(MAKE) --no-print-directory swift-experimental
+	$(MAKE) --no-print-directory examples CC=gcc
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG
