@@ -69,6 +69,10 @@ static inline bool rl_ptrset_contains(const rl_ptrset *s, const void *item) {
         if (s->slots[j] == item) return true;
     return false;
 }
+/* Start loading the slot where a lookup of item begins, to overlap the misses of many lookups. */
+static inline void rl_ptrset_prefetch(const rl_ptrset *s, const void *item) {
+    if (s->capacity) __builtin_prefetch(&s->slots[rl_ptrset_slot_of(item, s->capacity)]);
+}
 RL_HIDDEN void rl_ptrset_free(rl_ptrset *s);
 /* Iterate: for (size_t i = 0; i < s->capacity; i++) if (s->slots[i]) ... */
 

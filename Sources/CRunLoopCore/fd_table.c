@@ -291,6 +291,25 @@ static void register_all(rl_loop_t *loop) {
     }
 }
 
+/* Ready fds are scattered over the table, their sources over the heap and their places in the
+ * mode's set over its slots: taken one by one, each of those is a cache miss waiting for the one
+ * before. With several events, start loading every fd's row first, then (the rows arriving)
+ * every first source and its slot in the mode's set, so that the misses overlap; take() then
+ * finds them loaded. A prefetch never faults, and a stale row only wastes a load. */
+enum { PREFETCH_FROM = 4 };
+
+static void prefetch_rows(const rl_fd_table *t, const rl_mode *mode, const rl_wait_event *events, int n) {
+    for (int i = 0; i < n; i++)
+        if ((size_t)events[i].fd < t->size) __builtin_prefetch(&t->watches[events[i].fd]);
+    for (int i = 0; i < n; i++) {
+        if ((size_t)events[i].fd >= t->size) continue;
+        void *first = t->watches[events[i].fd].first;
+        if (!first) continue;
+        __builtin_prefetch(source_of(first));
+        rl_ptrset_prefetch(&mode->sources, source_of(first));
+    }
+}
+
 /* Take the sources the events are for (the loop locked meanwhile). Returns the count of
  * source_removals at that time. */
 static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
@@ -301,6 +320,7 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
     unsigned long long removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
     t->stale_now = 0;
     t->waits++;
+    if (n >= PREFETCH_FROM) prefetch_rows(t, mode, events, n);
     for (int i = 0; i < n; i++) take(loop, mode, &events[i], out, &rebuild);
     memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);
     t->stale_before = t->stale_now;
@@ -326,6 +346,8 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
     for (; i < count; i++) {
         if (handled && once) break;
         rl_source_t *s = items[i].source;
+        /* The next callout's context is the user's memory, cold: load it while this one runs. */
+        if (i + 1 < count) __builtin_prefetch(items[i + 1].source->context.info);
         /* An earlier callout may have narrowed its interest, invalidated it or removed it. */
         unsigned ev = items[i].events & (atomic_load_explicit(&s->events, memory_order_relaxed) | RL_FD_ERROR);
         bool go = ev && atomic_load(&s->valid);
