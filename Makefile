@@ -208,11 +208,15 @@ install: all $(PC_FILE)
 	ln -sf libcrunloop.so.$(MAJOR) '$(DESTDIR)$(LIBDIR)/libcrunloop.so'
 	install -m 644 $(HEADER) '$(DESTDIR)$(INCLUDEDIR)/crunloop.h'
 	install -m 644 $(PC_FILE) '$(DESTDIR)$(LIBDIR)/pkgconfig/crunloop.pc'
+	install -d '$(DESTDIR)$(CMAKEDIR)'
+	install -m 644 $(CMAKE_FILES) '$(DESTDIR)$(CMAKEDIR)/'
 
 uninstall:
 	rm -f '$(DESTDIR)$(LIBDIR)/libcrunloop.a' '$(DESTDIR)$(LIBDIR)/libcrunloop.so.$(VERSION)' \
 	    '$(DESTDIR)$(LIBDIR)/libcrunloop.so.$(MAJOR)' '$(DESTDIR)$(LIBDIR)/libcrunloop.so' \
-	    '$(DESTDIR)$(INCLUDEDIR)/crunloop.h' '$(DESTDIR)$(LIBDIR)/pkgconfig/crunloop.pc'
+	    '$(DESTDIR)$(INCLUDEDIR)/crunloop.h' '$(DESTDIR)$(LIBDIR)/pkgconfig/crunloop.pc' \
+	    '$(DESTDIR)$(CMAKEDIR)/crunloop-config.cmake' '$(DESTDIR)$(CMAKEDIR)/crunloop-config-version.cmake'
+	-rmdir '$(DESTDIR)$(CMAKEDIR)' 2>/dev/null
 
 # Stage an install in a temporary DESTDIR, build Tests/install-check/prog.c against it through
 # pkg-config, dynamically and statically, run both, and check that the shared library exports

@@ -78,6 +78,11 @@ let package = Package(
             dependencies: ["RunLoop", "CRunLoopCore"],
             path: "benchmarks/swift"
         ),
+        // examples/swift/NAME (issue 11): `make examples` builds and runs them (mk/examples.mk).
+        .executableTarget(name: "example-01-keep-alive-network-thread", dependencies: ["RunLoop"], path: "examples/swift/01-keep-alive-network-thread"),
+        .executableTarget(name: "example-02-timers-while-tracking", dependencies: ["RunLoop"], path: "examples/swift/02-timers-while-tracking"),
+        .executableTarget(name: "example-03-defer-until-tracking-ends", dependencies: ["RunLoop"], path: "examples/swift/03-defer-until-tracking-ends"),
+        .executableTarget(name: "example-08-main-queue-servicing", dependencies: ["RunLoop"], path: "examples/swift/08-main-queue-servicing"),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .c11
