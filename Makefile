@@ -101,10 +101,10 @@ $(STATIC_LIB): $(CORE_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $(CORE_OBJS)
 
-$(SHARED_LIB): $(CORE_OBJS)
+$(SHARED_LIB): $(CORE_OBJS) Sources/CRunLoopCore/exports.map
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libcrunloop.so.$(MAJOR) -Wl,-z,defs \
-	    -o $@ $(CORE_OBJS) $(LDLIBS)
+	    -Wl,--version-script=Sources/CRunLoopCore/exports.map -o $@ $(CORE_OBJS) $(LDLIBS)
 
 $(BUILD)/libcrunloop.so.$(MAJOR): $(SHARED_LIB)
 	ln -sf libcrunloop.so.$(VERSION) $@

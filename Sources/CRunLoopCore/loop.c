@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-_Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
+RL_HIDDEN _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
 /* The main loop: created once under main_lock, then read without it. */
 static pthread_mutex_t main_lock = PTHREAD_MUTEX_INITIALIZER;
