@@ -38,7 +38,8 @@
     } while (0)
 
 #define FRAME (1.0 / 60)
-#define TRACKING "com.example.tracking"
+
+static const char tracking[] = "com.example.tracking";
 
 enum { FRAMES = 100, SEGMENT = 25, MAX_SKIP = 8 };
 
@@ -81,7 +82,7 @@ static void frame(rl_timer_t *t, void *info) {
     c->injected = -1;
     c->last = index;
     c->ticks++;
-    if (c->mode == (const char *)TRACKING) c->tracking_ticks++;
+    if (c->mode == tracking) c->tracking_ticks++;
 
     /* The "drawing": overrun where asked. */
     for (int i = 0; i < OVERRUNS; i++)
@@ -102,7 +103,7 @@ static void bar(const char *label, long n, long scale) {
 int main(void) {
     rl_loop_t *loop = rl_loop_get_current();
     CHECK(loop != NULL);
-    CHECK(rl_loop_add_common_mode(loop, TRACKING) == 0);
+    CHECK(rl_loop_add_common_mode(loop, tracking) == 0);
     rl_loop_lag_t lag;
     CHECK(rl_loop_get_lag(loop, &lag, sizeof lag, RL_LAG_RESET) == 0);
 
@@ -115,7 +116,7 @@ int main(void) {
 
     /* Alternate: default mode, then "tracking" (a scroll, say), and so on. */
     for (int seg = 0; c.ticks < FRAMES; seg++) {
-        c.mode = seg % 2 ? TRACKING : RL_DEFAULT_MODE;
+        c.mode = seg % 2 ? tracking : RL_DEFAULT_MODE;
         c.segment_ticks = 0;
         CHECK(rl_run_in_mode(c.mode, 10.0, false) == RL_RUN_STOPPED);
     }
