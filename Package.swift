@@ -72,6 +72,8 @@ let package = Package(
             dependencies: ["RunLoop", "CRunLoopCore", "MainQueueProbe"],
             path: "Tests/RunLoopTests"
         ),
+        // Example 06 (issue 11): stall detection with observers, a monitor thread and LoopLag.
+        .executableTarget(name: "example-06-stall-detection", dependencies: ["RunLoop"], path: "examples/swift/06-stall-detection"),
         // The wrapper-cost benchmark: `swift run -c release swift-wrapper-bench [--quick]`.
         .executableTarget(
             name: "SwiftWrapperBench",

@@ -137,6 +137,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     pthread_mutex_unlock(&loop->lock);
     if (!own && !common) return;
     double start = rl_time_now();
+    unsigned ran = 0;
     rl_block *spent = NULL;
     while (own || common) {
         rl_block **from = !common || (own && own->seq < common->seq) ? &own : &common;
@@ -146,8 +147,9 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
         if (b->release) b->release(b->arg);
         b->next = spent;
         spent = b;
+        ran++;
     }
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    rl_callouts_done(loop, RL_CALLOUT_BLOCK, ran, start);
     give_back(loop, spent);
 }
 

@@ -342,6 +342,7 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
     const rl_ready *items = ready->items;
     size_t count = ready->count, i = 0;
     bool handled = false, once = run->stop_after_handle;
+    unsigned called = 0;
     double start = rl_time_now();
     for (; i < count; i++) {
         if (handled && once) break;
@@ -361,11 +362,12 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
             __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
             handled = true;
+            called++;
         }
         rl_object_release(&s->obj);
     }
     for (; i < count; i++) rl_object_release(&items[i].source->obj); /* level-triggered: they come again */
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    rl_callouts_done(loop, RL_CALLOUT_FD_SOURCE, called, start);
     ready->count = 0;
     return handled;
 }

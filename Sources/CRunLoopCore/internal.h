@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef RL_HIDDEN
 #define RL_HIDDEN __attribute__((visibility("hidden")))
@@ -374,6 +375,22 @@ typedef struct {
     _Atomic double time_waiting, time_in_callouts;
 } rl_counters;
 
+/* Lag figures (lag.c; crunloop.h, "Loop lag"). The loop's thread writes the first part alone;
+ * readers that reset write the second, on lines of its own. */
+typedef struct {
+    _Atomic unsigned long long late[RL_LAG_BUCKETS]; /* fired timers by lateness (rl_lag_late) */
+    /* The longest callout, under a sequence lock: seq is odd while the loop's thread writes. */
+    _Atomic unsigned long long seq;
+    _Atomic double longest, longest_end;
+    atomic_int kind;
+    atomic_uint count;
+    /* The zero of each bucket (its count at the last reset), and the seq whose record a reset
+     * voided (equal to seq: no record since the reset; both start at 0, no record yet). Each
+     * only grows (compare-and-swap). */
+    _Alignas(64) _Atomic unsigned long long late_zero[RL_LAG_BUCKETS];
+    _Atomic unsigned long long reset_seq;
+} rl_lag;
+
 struct rl_loop {
     rl_object obj;
     pthread_mutex_t lock;
@@ -403,6 +420,7 @@ struct rl_loop {
     _Atomic(rl_link *) signalled; /* stack of links pushed by rl_source_signal */
     _Alignas(64) bool wake_spin;  /* the last pass was busy: spin before sleeping (wake.c; loop thread) */
     rl_counters counters;
+    rl_lag lag;
 };
 
 /* A spin-wait hint: lets the sibling hyperthread run, and costs the bus nothing. */
@@ -545,6 +563,38 @@ RL_HIDDEN void rl_debug_verify(rl_loop_t *loop, const char *where);
     atomic_store_explicit(&(loop)->counters.field,                                           \
         atomic_load_explicit(&(loop)->counters.field, memory_order_relaxed) + (n),           \
         memory_order_relaxed)
+
+/* ---- Lag (lag.c): what the passes record; crunloop.h, "Loop lag" ---- */
+
+/* A fired timer was late seconds (>= 0) late: one more in its bucket. The bucket is the
+ * exponent of the lateness in microseconds, read off the double's bits, less that of 0.5 (so
+ * 1 + floor(log2) from 1 us up); below 0.5 us it wraps around, and one test of the usual range
+ * sends both ends to their buckets. Loop's thread. */
+static inline void rl_lag_late(rl_loop_t *loop, double late) {
+    double us = late * 1e6;
+    uint64_t bits;
+    memcpy(&bits, &us, sizeof bits);
+    uint64_t k = (bits >> 52) - 1022;
+    if (__builtin_expect(k >= RL_LAG_BUCKETS, 0)) k = us < 1 ? 0 : RL_LAG_BUCKETS - 1;
+    _Atomic unsigned long long *n = &loop->lag.late[k];
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* Store a new longest callout (the sequence lock's writer). Loop's thread. */
+RL_HIDDEN void rl_lag_record(rl_loop_t *loop, int kind, unsigned count, double seconds, double end);
+
+/* A phase of a pass made count callouts of kind from start (an rl_time_now() reading) until
+ * now: add its time to time_in_callouts, and keep it as the longest callout if it is (or if
+ * the record was reset since the last one). Loop's thread. */
+static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, double start) {
+    double end = rl_time_now(), seconds = end - start;
+    RL_COUNT(loop, time_in_callouts, seconds);
+    rl_lag *lag = &loop->lag;
+    if (count && (seconds > atomic_load_explicit(&lag->longest, memory_order_relaxed) ||
+                  atomic_load_explicit(&lag->reset_seq, memory_order_relaxed) ==
+                      atomic_load_explicit(&lag->seq, memory_order_relaxed)))
+        rl_lag_record(loop, kind, count, seconds, end);
+}
 
 /* ---- Callouts (callout.c): named so that a stack trace says what the loop was doing ---- */
 

@@ -183,15 +183,18 @@ void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) 
     }
     pthread_mutex_unlock(&loop->lock);
     double start = due->count ? rl_time_now() : 0;
+    size_t skipped = 0; /* counted on the rare path: the callouts are the rest */
     for (size_t i = 0; i < due->count; i++) {
         rl_observer_t *o = due->items[i];
         if (atomic_load(&o->valid) && !atomic_exchange(&o->firing, true)) {
             __RL_IS_CALLING_OUT_TO_AN_OBSERVER_CALLBACK_FUNCTION__(o->callback, o, activity, o->context.info);
             if (!o->repeats) rl_observer_invalidate(o);
             atomic_store(&o->firing, false);
+        } else {
+            skipped++;
         }
         rl_release(o);
     }
-    if (due->count) RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    if (due->count) rl_callouts_done(loop, RL_CALLOUT_OBSERVER, (unsigned)(due->count - skipped), start);
     due->count = 0;
 }

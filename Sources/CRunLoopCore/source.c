@@ -468,6 +468,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ready_vec_sort(ready);
     bool handled = false;
     size_t i = 0;
+    unsigned performed = 0;
     double start = rl_time_now();
     for (; i < ready->count; i++) {
         rl_source_t *s = ready->items[i].source;
@@ -477,6 +478,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
             if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
             handled = true;
+            performed++;
         }
         rl_object_release(&s->obj);
     }
@@ -488,7 +490,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         if (atomic_load(&s->signalled)) requeue_first(loop, s);
         rl_object_release(&s->obj);
     }
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    rl_callouts_done(loop, RL_CALLOUT_SOURCE, performed, start);
     ready->count = 0;
     return handled;
 }

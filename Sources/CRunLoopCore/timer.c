@@ -555,28 +555,30 @@ static double next_on_grid(double fired, double interval, double now) {
 }
 
 /* Fire one timer taken at now, if it is still due, valid and in this loop (an earlier callout
- * may have changed any of that). Nothing locked. */
-static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
+ * may have changed any of that); the phase's callouts began at start. Nothing locked. Returns
+ * whether it called out. */
+static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double start) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
-    if (!(fired <= now) || atomic_load(&t->loop) != loop) return;
+    if (!(fired <= now) || atomic_load(&t->loop) != loop) return false;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
      * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
-        if ((bits & ~RL_TIMER_HELD) != RL_TIMER_VALID) return;
+        if ((bits & ~RL_TIMER_HELD) != RL_TIMER_VALID) return false;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
     /* A held timer disowned since the check above may have had its context released already:
      * from now on FIRING defers any release to the callout's end, but this one is gone. */
     if ((bits & RL_TIMER_HELD) && atomic_load(&t->loop) != loop) {
         (void)end_callout(t, 0);
-        return;
+        return false;
     }
+    rl_lag_late(loop, start - fired);
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
         if (end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
-        return;
+        return true;
     }
     if (is_valid(t)) {
         rl_loop_t *owner = rl_owner_lock(t, &t->loop);
@@ -586,6 +588,7 @@ static void fire(rl_loop_t *loop, rl_timer_t *t, double now) {
         rl_owner_unlock(&t->loop, owner);
     }
     (void)end_callout(t, 0);
+    return true;
 }
 
 enum { FIRE_AHEAD = 8 };
@@ -638,15 +641,16 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     pthread_mutex_unlock(&loop->lock);
     if (!n) return complete;
     double start = rl_time_now();
+    unsigned fired = 0;
     for (size_t q = 0; q < n; q++) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + 2 < n) __builtin_prefetch(due[q + 2].timer);
         if (q + 1 < n) __builtin_prefetch(due[q + 1].timer->info);
-        fire(loop, due[q].timer, now);
+        fired += fire(loop, due[q].timer, now, start);
         rl_release(due[q].timer);
     }
-    RL_COUNT(loop, time_in_callouts, rl_elapsed_since(start));
+    rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, start);
     if (due != inline_due) free(due);
     return complete;
 }
