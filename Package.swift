@@ -72,8 +72,6 @@ let package = Package(
             dependencies: ["RunLoop", "CRunLoopCore", "MainQueueProbe"],
             path: "Tests/RunLoopTests"
         ),
-        // Example 06 (issue 11): stall detection with observers, a monitor thread and LoopLag.
-        .executableTarget(name: "example-06-stall-detection", dependencies: ["RunLoop"], path: "examples/swift/06-stall-detection"),
         // The wrapper-cost benchmark: `swift run -c release swift-wrapper-bench [--quick]`.
         .executableTarget(
             name: "SwiftWrapperBench",
@@ -84,6 +82,7 @@ let package = Package(
         .executableTarget(name: "example-01-keep-alive-network-thread", dependencies: ["RunLoop"], path: "examples/swift/01-keep-alive-network-thread"),
         .executableTarget(name: "example-02-timers-while-tracking", dependencies: ["RunLoop"], path: "examples/swift/02-timers-while-tracking"),
         .executableTarget(name: "example-03-defer-until-tracking-ends", dependencies: ["RunLoop"], path: "examples/swift/03-defer-until-tracking-ends"),
+        .executableTarget(name: "example-06-stall-detection", dependencies: ["RunLoop"], path: "examples/swift/06-stall-detection"),
         .executableTarget(name: "example-08-main-queue-servicing", dependencies: ["RunLoop"], path: "examples/swift/08-main-queue-servicing"),
     ],
     swiftLanguageModes: [.v6],
