@@ -29,8 +29,13 @@ static inline bool blocks(rl_loop_t *loop, rl_run_frame *run) {
     return true;
 }
 
-/* Returns whether a source was performed; *called_out whether the phase ran at all. */
+/* Returns whether a source was performed; *called_out whether the phase ran at all. Signals
+ * delivered since the last look first become signalled sources (signal.c): one load when none
+ * came, and nothing at all for a loop that watches no signal. */
 static inline bool signalled_sources(rl_loop_t *loop, rl_run_frame *run, bool *called_out) {
+    if (atomic_load(&loop->signal_watch) &&
+        atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen)
+        rl_signals_take(loop);
     if (!rl_sources_may_be_signalled(loop)) return false;
     *called_out = true;
     return rl_sources_perform_signalled(loop, run);
