@@ -26,6 +26,7 @@
 #include "timer_heap.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -343,8 +344,10 @@ RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
 RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
 /* Wait for events (block: until one comes; else just poll). Stores the ready fds in events and
  * returns how many; *woken says whether a posted wakeup was among what came back (the timerfd's
- * expiry is not reported: due timers are found by their dates). */
-RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken);
+ * expiry is not reported: due timers are found by their dates). accept (NULL: none) are signals
+ * the thread takes while it blocks, blocked in its mask or not (epoll_pwait). */
+RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken,
+                                 const sigset_t *accept);
 /* Post a wakeup (any thread). */
 RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
 /* Watch the process's signal eventfd, edge-triggered and never read (like the wakeup eventfd),
@@ -482,6 +485,7 @@ struct rl_loop {
     atomic_bool signal_watch;
     unsigned signal_seen;         /* loop thread */
     rl_ptrvec signal_links;       /* the links of those sources (loop lock) */
+    sigset_t signal_accept;       /* their signals, taken while the loop sleeps (loop lock) */
     rl_counters counters;
 };
 

@@ -34,6 +34,7 @@ static rl_loop_t *loop_create(void) {
     rl_ptrvec_init(&loop->modes);
     rl_ptrvec_init(&loop->fds.parked);
     rl_ptrvec_init(&loop->signal_links);
+    sigemptyset(&loop->signal_accept);
     int rc = rl_wait_init(&loop->wait);
     if (rc == 0 && !(loop->default_mode = rl_mode_find(loop, RL_DEFAULT_MODE, true))) rc = -ENOMEM;
     if (rc) {

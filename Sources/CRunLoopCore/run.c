@@ -89,8 +89,9 @@ static bool stop_requested(rl_run_frame *run) {
  * changed the timers meanwhile (that is what woke the loop, maybe). */
 static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool state_current,
                            poll_state *state, rl_wait_event *events) {
-    bool block = false;
+    bool block = false, accepting = false;
     double deadline = 0;
+    sigset_t accept;
     if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
         read_poll_state(loop, run->mode, state);
@@ -108,6 +109,11 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
              * that polls (a pass per frame, say) adds and fires timers with no timerfd_settime,
              * which costs ~18 us on a VM. */
             if (block) rl_wait_arm(&loop->wait, deadline);
+            /* A loop watching signals takes them while it sleeps, whatever its thread blocks. */
+            if (block && atomic_load_explicit(&loop->signal_watch, memory_order_relaxed)) {
+                accept = loop->signal_accept;
+                accepting = true;
+            }
         }
         pthread_mutex_unlock(&loop->lock);
     }
@@ -120,7 +126,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     if (block) block = rl_wake_try_sleep(loop);
     double before = block ? rl_time_now() : 0;
     bool woken;
-    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken);
+    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
     if (block) {
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;

@@ -206,13 +206,22 @@ bool rl_signal_perform(rl_source_t *s) {
 
 /* ---- Loops ---- */
 
+/* The signals of the sources loop holds: what its thread takes while it sleeps. loop locked. */
+static void update_accept(rl_loop_t *loop) {
+    sigemptyset(&loop->signal_accept);
+    for (size_t i = 0; i < loop->signal_links.count; i++)
+        sigaddset(&loop->signal_accept, ((rl_link *)loop->signal_links.items[i])->source->signo);
+}
+
 int rl_signals_attach(rl_loop_t *loop, rl_link *link) {
     if (rl_ptrvec_push(&loop->signal_links, link)) return -ENOMEM;
+    sigaddset(&loop->signal_accept, link->source->signo);
     if (loop->signal_links.count == 1) {
         /* The source holds a signal, so the eventfd is open and keeps its number meanwhile. */
         int rc = rl_wait_watch_signals(&loop->wait, atomic_load(&event_fd));
         if (rc) {
             loop->signal_links.count--;
+            update_accept(loop);
             return rc;
         }
         atomic_store(&loop->signal_watch, true);
@@ -222,6 +231,7 @@ int rl_signals_attach(rl_loop_t *loop, rl_link *link) {
 
 void rl_signals_detach(rl_loop_t *loop, rl_link *link) {
     rl_ptrvec_remove(&loop->signal_links, link);
+    update_accept(loop);
     if (loop->signal_links.count) return;
     atomic_store(&loop->signal_watch, false);
     rl_wait_unwatch_signals(&loop->wait);

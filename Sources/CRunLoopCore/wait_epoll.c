@@ -153,12 +153,21 @@ void rl_wait_arm(rl_wait *w, double deadline) {
     w->armed = deadline;
 }
 
-int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken) {
+int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken,
+                       const sigset_t *accept) {
     struct epoll_event ev[RL_WAIT_MAX_EVENTS];
     if (max > RL_WAIT_MAX_EVENTS) max = RL_WAIT_MAX_EVENTS;
+    sigset_t mask;
+    if (block && accept) { /* the thread's mask, less the signals to take while it sleeps */
+        pthread_sigmask(SIG_SETMASK, NULL, &mask);
+        for (int signo = 1; signo < NSIG; signo++)
+            if (sigismember(accept, signo) == 1) sigdelset(&mask, signo);
+    }
     int n;
-    do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
-    while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
+    /* Deadlines are absolute in the timerfd: after EINTR (a signal handled meanwhile, whose
+     * eventfd edge then ends the next wait) just wait again. */
+    do n = block && accept ? epoll_pwait(w->epfd, ev, max, -1, &mask) : epoll_wait(w->epfd, ev, max, block ? -1 : 0);
+    while (n < 0 && errno == EINTR);
     if (n < 0) fatal("epoll_wait"); /* EBADF, EINVAL: our own epoll fd was closed behind our back */
     int out = 0;
     *woken = false;

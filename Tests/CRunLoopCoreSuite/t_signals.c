@@ -32,7 +32,19 @@ static void sig_cb(rl_source_t *source, int signo, unsigned count, void *info) {
     if (l->stop) rl_loop_stop(rl_loop_get_current());
 }
 
+/* The calling thread takes the signals these tests raise. A test's thread may have inherited a
+ * mask blocking them (under swift test, from libdispatch's workers, which block nearly every
+ * signal), and raise() on a thread that blocks its signal leaves it pending there. */
+static void take_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    int used[] = { SIGUSR1, SIGUSR2, SIGURG, SIGTERM, SIGWINCH };
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) sigaddset(&set, used[i]);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static rl_source_t *add_signal(const char *mode, int signo, sig_log *log) {
+    take_signals();
     rl_context_t c = { log, NULL, NULL };
     rl_source_t *s = rl_source_create_signal(signo, 0, sig_cb, &c);
     if (s && rl_loop_add_source(rl_loop_get_current(), s, mode) != 0) {
@@ -89,6 +101,7 @@ RLT_TEST(signal_deliveries_before_a_pass_coalesce_into_one_callout_with_their_co
 }
 
 RLT_TEST(signal_delivered_while_outside_a_loop_is_reported_when_added) {
+    take_signals();
     sig_log log = {0};
     rl_context_t c = { &log, NULL, NULL };
     rl_source_t *s = rl_source_create_signal(SIGUSR1, 0, sig_cb, &c);
@@ -137,7 +150,6 @@ typedef struct {
 
 static void *two_sources_thread(void *arg) {
     sig_thread *t = arg;
-    t->a.stop = false;
     rl_source_t *a = add_signal(DEF, t->signo, &t->a);
     rl_source_t *b = add_signal(DEF, t->signo, &t->b);
     if (!a || !b) {
@@ -145,11 +157,11 @@ static void *two_sources_thread(void *arg) {
         atomic_store(&t->ready, true);
         return NULL;
     }
+    t->result = 0;
     atomic_store(&t->ready, true);
     double end = rl_time_now() + 10;
     while ((atomic_load(&t->a.calls) == 0 || atomic_load(&t->b.calls) == 0) && rl_time_now() < end)
         rl_run_in_mode(DEF, 0.2, false);
-    t->result = 0;
     rl_source_invalidate(a);
     rl_source_invalidate(b);
     rl_release(a);
@@ -175,6 +187,7 @@ RLT_TEST(signal_reaches_every_source_of_every_loop) {
 
 static void *raise_on_own_thread(void *arg) {
     rl_loop_t *loop = arg;
+    take_signals();
     if (tt_wait_sleeping(loop, 5)) raise(SIGUSR2); /* handled on this thread, which has no loop */
     return NULL;
 }
@@ -195,6 +208,36 @@ RLT_TEST(signal_handled_on_another_thread_wakes_a_sleeping_loop) {
     rl_release(s);
 }
 
+typedef struct { pthread_t loop_thread; rl_loop_t *loop; } kill_at;
+
+static void *kill_loop_thread(void *arg) {
+    kill_at *k = arg;
+    if (tt_wait_sleeping(k->loop, 5)) pthread_kill(k->loop_thread, SIGUSR1);
+    return NULL;
+}
+
+RLT_TEST(signal_blocked_by_the_loop_thread_is_taken_while_it_sleeps) {
+    sig_log log = { .stop = true };
+    rl_source_t *s = add_signal(DEF, SIGUSR1, &log);
+    RLT_CHECK(s != NULL);
+    sigset_t block, now;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    RLT_CHECK_EQ(pthread_sigmask(SIG_BLOCK, &block, NULL), 0);
+    /* Directed at this thread, which blocks it: only the loop's wait can take it. */
+    kill_at k = { pthread_self(), rl_loop_get_current() };
+    pthread_t th = tt_spawn(kill_loop_thread, &k);
+    int rc = rl_run_in_mode(DEF, 10.0, false);
+    tt_join(th);
+    RLT_CHECK_EQ(rc, RL_RUN_STOPPED);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 1);
+    RLT_CHECK_EQ(pthread_sigmask(SIG_SETMASK, NULL, &now), 0);
+    RLT_CHECK_EQ(sigismember(&now, SIGUSR1), 1); /* the thread's mask is as it was */
+    rl_source_invalidate(s);
+    rl_release(s);
+    RLT_CHECK_EQ(pthread_sigmask(SIG_UNBLOCK, &block, NULL), 0);
+}
+
 typedef struct {
     rl_source_t *source;
     atomic_int calls;
@@ -209,6 +252,7 @@ static void shared_cb(rl_source_t *source, int signo, unsigned count, void *info
 }
 
 RLT_TEST(signal_source_in_two_loops_reports_each_delivery_once) {
+    take_signals();
     shared_log log = {0};
     rl_context_t c = { &log, NULL, NULL };
     rl_source_t *s = rl_source_create_signal(SIGUSR1, 0, shared_cb, &c);
@@ -244,6 +288,7 @@ RLT_TEST(signal_that_would_terminate_does_not_while_a_source_exists) {
 }
 
 RLT_TEST(signal_disposition_and_mask_are_restored_after_the_last_source) {
+    take_signals();
     struct sigaction before, ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -289,6 +334,7 @@ static void chained_handler(int signo) {
 }
 
 RLT_TEST(signal_handler_installed_before_is_chained_and_put_back) {
+    take_signals();
     struct sigaction mine, before;
     memset(&mine, 0, sizeof mine);
     mine.sa_handler = chained_handler;
@@ -335,6 +381,7 @@ static void *source_in_exiting_thread(void *arg) {
 }
 
 RLT_TEST(signal_source_outlives_its_loop_and_lets_go_when_released) {
+    take_signals();
     struct sigaction before;
     RLT_CHECK_EQ(sigaction(SIGUSR1, NULL, &before), 0);
     rl_source_t *s = NULL;
@@ -419,6 +466,7 @@ enum { STORM = 2000 };
 /* Each raise on the helper's own thread is handled before it returns: STORM deliveries. */
 static void *storm(void *arg) {
     atomic_int *sent = arg;
+    take_signals();
     for (int i = 0; i < STORM; i++) {
         raise(SIGUSR1);
         atomic_fetch_add(sent, 1);
