@@ -420,19 +420,25 @@ typedef void (*rl_signal_callback_t)(rl_source_t *source, int signo, unsigned co
  * as signalled version-0 sources; so a delivery is performed in the loop's usual order, in a mode
  * that contains the source. While a source of signo exists, signo cannot kill or stop the
  * process (its default action is replaced); a handler that was installed before, if it was a
- * function, is still called after the counting (chained), with the flags it had; SIG_IGN and
- * SIG_DFL are not. The last source of signo gone puts back the disposition found by the first
+ * function, is still called after the counting (chained: with siginfo if it asked for it);
+ * SIG_IGN and SIG_DFL are not. The last source of signo gone puts back the disposition found by the first
  * (with its mask and flags), unless something else replaced the handler meanwhile, which is
  * then left alone; the last source of all closes the eventfd, once no handler is running on any
  * thread.
- *   Signal masks: no thread's mask is changed, ever; the previous mask is trivially what remains.
- * A signal sent to the process is handled by whichever thread does not block it, including
- * threads the library does not know (libdispatch's workers, the Swift runtime's, your own); the
- * handler works on any of them, so nothing has to be blocked anywhere and a program using
- * libdispatch needs nothing special. (signalfd was not chosen for that reason: it sees a signal
- * only if every thread blocks it, which a library cannot ensure for threads it did not create.)
- * A signal blocked by every thread stays pending, and is counted once a thread unblocks it.
- * A signal directed at a thread (raise, pthread_kill) is handled on that thread, and counted.
+ *   Signal masks: the library never changes a thread's mask, with one exception: a loop holding
+ * signal sources takes their signals while it sleeps, whatever its thread blocks (it waits with
+ * epoll_pwait and the thread's mask less those signals; the mask is back as it was when the
+ * wait returns). A signal sent to the process is handled by any thread that does not block it,
+ * including threads the library does not know, or else by a sleeping loop that watches it; so
+ * nothing has to be blocked or unblocked anywhere. This matters with libdispatch, whose worker
+ * threads block nearly every signal (as does every thread they start, Swift's cooperative pool
+ * included, and the main thread after dispatch_main()): there, the sleeping loop is often the
+ * only thread that can take the signal. (signalfd was not chosen because it needs the opposite:
+ * the signal blocked in every thread, which a library cannot ensure for threads it did not
+ * create.) A signal directed at one thread (raise, pthread_kill) is taken by that thread only:
+ * if it blocks the signal and runs no loop watching it, the signal stays pending there. A loop
+ * takes one pending signal per wait, so deliveries that were pending while every thread blocked
+ * them are reported over as many passes. A loop that never sleeps (it only polls) takes none.
  *   Faults: a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS raised by the
  * kernel for the faulting instruction, not sent) cannot be resumed: after counting it, the
  * handler chains to a previous handler function if there was one, else restores the default
@@ -445,9 +451,9 @@ typedef void (*rl_signal_callback_t)(rl_source_t *source, int signo, unsigned co
  * for the eventfd); ENOMEM.
  *   Cost: one allocation (the source, 320 bytes); the first source of a signal makes one
  * sigaction call, the first of all one eventfd. A delivery costs the handler three atomic
- * additions and one write(2); a loop holding a signal source pays one load per pass, and a pass
- * after a delivery takes the loop's lock once to look at the loop's signal sources (O(n) in
- * those it holds). Any thread. */
+ * additions and one write(2); a loop holding a signal source pays one load per pass and one
+ * sigprocmask call per sleep, and a pass after a delivery takes the loop's lock once to look at
+ * the loop's signal sources (O(n) in those it holds). Any thread. */
 RL_API rl_source_t *rl_source_create_signal(int signo, long order, rl_signal_callback_t callback,
                                             const rl_context_t *context);
 
