@@ -10,6 +10,7 @@
 #include "ttrace.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define DEF RL_DEFAULT_MODE
@@ -487,6 +488,43 @@ RLT_TEST(signal_storm_from_another_thread_is_counted_exactly) {
     tt_join(th);
     RLT_CHECK_EQ(atomic_load(&log.total), N);
     RLT_CHECK(atomic_load(&log.calls) >= 1);
+    rl_source_invalidate(s);
+    rl_release(s);
+}
+
+/* In the child of fork, the forking thread's loop keeps its signal sources, with a signal
+ * eventfd of its own (signal.c replaces it at the same number before the loop's renewal). */
+RLT_TEST(signal_source_keeps_working_in_a_forked_child) {
+    sig_log log = {0};
+    rl_source_t *s = add_signal(DEF, SIGUSR1, &log);
+    RLT_CHECK(s != NULL);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    RLT_CHECK(pid >= 0);
+    if (pid == 0) {
+        tt_sleep(0.1); /* while the parent's loop sleeps */
+        raise(SIGUSR1);
+        int rc = rl_run_in_mode(DEF, 5.0, true);
+        _exit(rc == RL_RUN_HANDLED_SOURCE && atomic_load(&log.calls) == 1 && log.last == 1 ? 0 : 1);
+    }
+    /* One pass, a wait to the timeout: the child's delivery wrote the child's eventfd, which does
+     * not end the parent's wait. */
+    rl_loop_stats_t before, after;
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &before), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.4, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &after), 0);
+    RLT_CHECK_EQ(after.passes - before.passes, 1);
+    int status = 0;
+    RLT_CHECK_EQ(waitpid(pid, &status, 0), pid);
+    RLT_CHECK(WIFEXITED(status));
+    RLT_CHECK_EQ(WEXITSTATUS(status), 0);
+    /* The parent's loop still works, and saw nothing of the child's delivery. */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, true), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 0);
+    RLT_CHECK_EQ(raise(SIGUSR1), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 5.0, true), RL_RUN_HANDLED_SOURCE);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 1);
     rl_source_invalidate(s);
     rl_release(s);
 }
