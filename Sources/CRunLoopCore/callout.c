@@ -32,6 +32,18 @@ CALLOUT void __RL_IS_CALLING_OUT_TO_A_BLOCK__(void (*fn)(void *), void *arg) {
     __asm__ __volatile__("" ::: "memory");
 }
 
+CALLOUT void __RL_IS_CALLING_OUT_TO_A_SIGNAL_CALLBACK_FUNCTION__(rl_signal_callback_t fn,
+    rl_source_t *source, int signo, unsigned count, void *info) {
+    fn(source, signo, count, info);
+    __asm__ __volatile__("" ::: "memory");
+}
+
+CALLOUT void __RL_IS_CALLING_OUT_TO_A_PROCESS_CALLBACK_FUNCTION__(rl_process_callback_t fn,
+    rl_source_t *source, int pid, int status, void *info) {
+    fn(source, pid, status, info);
+    __asm__ __volatile__("" ::: "memory");
+}
+
 CALLOUT void __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(
     void (*fn)(void *, rl_loop_t *, const char *), void *info, rl_loop_t *loop, const char *mode) {
     fn(info, loop, mode);

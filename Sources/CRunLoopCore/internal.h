@@ -26,6 +26,7 @@
 #include "timer_heap.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -165,7 +166,77 @@ struct rl_source {
      * the loop writes when it performs the source). RL_SIGNAL_* bits (source.c); 0 or both. */
     _Alignas(64) atomic_uint signalled;
     rl_ptrvec links;           /* rl_link*; the source lock */
+    /* Signal and child-process sources (signal.c, process.c), in what would be padding; plain
+     * sources leave them 0. A watching source is a version-0 one that the loop signals itself
+     * when its signal was delivered (signo > 0); a process source with a pidfd is a version-1
+     * one on it (the fd callback is process.c's), and one without watches SIGCHLD. */
+    uint8_t kind;              /* RL_SOURCE_*; immutable */
+    bool reaped;               /* process: its exit status was taken (source lock) */
+    int signo;                 /* the signal watched, 0 for none; immutable */
+    atomic_uint seen;          /* deliveries of signo accounted for (signal.c) */
+    int pid;                   /* process; immutable */
+    int pidfd;                 /* process: its pidfd, -1 for none or once closed (source lock) */
+    union {                    /* the user's callback; immutable */
+        rl_signal_callback_t signal;
+        rl_process_callback_t process;
+    } on;
 };
+
+enum { RL_SOURCE_PLAIN = 0, RL_SOURCE_SIGNAL, RL_SOURCE_PROCESS };
+
+/* A zeroed source with one reference (source.c), and a copy of context (retained) into it; for
+ * the constructors of signal.c and process.c. */
+RL_HIDDEN rl_source_t *rl_source_new(long order);
+RL_HIDDEN void rl_source_take_context(rl_source_t *source, const rl_context_t *context);
+/* Queue a link for its loop, once (source.c). Source locked, or loop locked. */
+RL_HIDDEN void rl_link_enqueue(rl_link *link);
+
+/* ---- Signals (signal.c): the process-wide handler, its counters and its eventfd ---- */
+
+/* Bumped by the handler after each delivery's counter: a pass compares it with the value it last
+ * saw (loop->signal_seen) to learn, in one load, whether any signal came. */
+RL_HIDDEN extern atomic_uint rl_signal_generation;
+/* Take a reference to signo's handler (installed by the first, with the process-wide eventfd
+ * made by the first of all): 0, -EINVAL (sigaction refuses signo), -EMFILE, -ENFILE. */
+RL_HIDDEN int rl_signal_acquire(int signo);
+/* Drop it; the last restores the disposition found by the first (unless something replaced the
+ * handler since), and the last of all closes the eventfd once no handler is using it. */
+RL_HIDDEN void rl_signal_release(int signo);
+/* How many times signo has been delivered since the process started (wraps). */
+RL_HIDDEN unsigned rl_signal_deliveries(int signo);
+/* Whether a watching source has deliveries it has not accounted for. */
+static inline bool rl_source_watch_pending(rl_source_t *s);
+/* The perform of a signal source: call back with the deliveries since the last callout; false
+ * when there were none (another loop took them). */
+RL_HIDDEN bool rl_signal_perform(rl_source_t *source);
+/* A watching source joins loop (both locked): the loop watches the signal eventfd while it holds
+ * one. 0, -ENOMEM, or epoll_ctl's error, with nothing changed. */
+RL_HIDDEN int rl_signals_attach(rl_loop_t *loop, rl_link *link);
+RL_HIDDEN void rl_signals_detach(rl_loop_t *loop, rl_link *link);
+/* A pass saw the generation move: mark and queue every watching source of loop with deliveries
+ * pending. Takes the lock. */
+RL_HIDDEN void rl_signals_take(rl_loop_t *loop);
+/* fork: the lock; in the child, an eventfd of its own at the same number. */
+RL_HIDDEN void rl_signals_lock_for_fork(bool lock);
+RL_HIDDEN void rl_signals_after_fork_child(void);
+
+static inline bool rl_source_watch_pending(rl_source_t *s) {
+    return rl_signal_deliveries(s->signo) != atomic_load(&s->seen);
+}
+
+/* ---- Child processes (process.c) ---- */
+
+/* The perform of a process source without a pidfd (SIGCHLD came): reap and call back if the
+ * child has exited; false otherwise. */
+RL_HIDDEN bool rl_process_perform(rl_source_t *source);
+/* Close its pidfd, or let go of SIGCHLD (rl_source_end_special). */
+RL_HIDDEN void rl_process_end(rl_source_t *source);
+/* Tests: make rl_source_create_process behave as if the kernel had no pidfd_open. */
+RL_HIDDEN void rl_process_force_fallback(bool on);
+
+/* What a signal or process source holds (its signal, its pidfd) goes when it is invalidated or
+ * destroyed, whichever comes first (source.c calls it once). */
+RL_HIDDEN void rl_source_end_special(rl_source_t *source);
 
 /* ---- Timers (timer.c) ---- */
 
@@ -249,6 +320,7 @@ typedef struct {
 
 typedef struct {
     int epfd, eventfd, timerfd;
+    int sigfd;       /* the process's signal eventfd when watched (signal.c's), else -1 */
     double armed;    /* the timerfd's deadline, INFINITY when disarmed */
 } rl_wait;
 
@@ -273,10 +345,16 @@ RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
 RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
 /* Wait for events (block: until one comes; else just poll). Stores the ready fds in events and
  * returns how many; *woken says whether a posted wakeup was among what came back (the timerfd's
- * expiry is not reported: due timers are found by their dates). */
-RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken);
+ * expiry is not reported: due timers are found by their dates). accept (NULL: none) are signals
+ * the thread takes while it blocks, blocked in its mask or not (epoll_pwait). */
+RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken,
+                                 const sigset_t *accept);
 /* Post a wakeup (any thread). */
 RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
+/* Watch the process's signal eventfd, edge-triggered and never read (like the wakeup eventfd),
+ * or stop; renewals watch it again. 0 or -errno. */
+RL_HIDDEN int rl_wait_watch_signals(rl_wait *w, int fd);
+RL_HIDDEN void rl_wait_unwatch_signals(rl_wait *w);
 
 /* ---- Fd table (fd_table.c): which sources of a loop watch which fd ---- */
 
@@ -419,6 +497,12 @@ struct rl_loop {
     atomic_uint wake_writers;     /* wakers writing to the eventfd (wake.c) */
     _Atomic(rl_link *) signalled; /* stack of links pushed by rl_source_signal */
     _Alignas(64) bool wake_spin;  /* the last pass was busy: spin before sleeping (wake.c; loop thread) */
+    /* The loop holds a signal source (or a process source without a pidfd): each pass compares
+     * rl_signal_generation with signal_seen. Written under the lock, read by the loop's thread. */
+    atomic_bool signal_watch;
+    unsigned signal_seen;         /* loop thread */
+    rl_ptrvec signal_links;       /* the links of those sources (loop lock) */
+    sigset_t signal_accept;       /* their signals, taken while the loop sleeps (loop lock) */
     rl_counters counters;
     rl_lag lag;
 };
@@ -606,6 +690,10 @@ RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(void (*fn)(vo
 RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(rl_fd_callback_t fn,
     rl_source_t *source, int fd, unsigned events, void *info);
 RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_BLOCK__(void (*fn)(void *), void *arg);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SIGNAL_CALLBACK_FUNCTION__(rl_signal_callback_t fn,
+    rl_source_t *source, int signo, unsigned count, void *info);
+RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_PROCESS_CALLBACK_FUNCTION__(rl_process_callback_t fn,
+    rl_source_t *source, int pid, int status, void *info);
 RL_HIDDEN void __RL_IS_CALLING_OUT_TO_A_SCHEDULE_OR_CANCEL_FUNCTION__(
     void (*fn)(void *, rl_loop_t *, const char *), void *info, rl_loop_t *loop, const char *mode);
 

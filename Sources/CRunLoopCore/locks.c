@@ -79,6 +79,7 @@ void rl_loops_unregister(rl_loop_t *loop) {
 RL_HIDDEN void rl_main_lock_for_fork(bool lock);
 
 static void prepare(void) {
+    rl_signals_lock_for_fork(true); /* a leaf, never held with another */
     rl_main_lock_for_fork(true);
     for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&rl_loops_lock);
@@ -92,10 +93,13 @@ static void release_all(void) {
     pthread_mutex_unlock(&rl_loops_lock);
     for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&stripes[i].lock);
     rl_main_lock_for_fork(false);
+    rl_signals_lock_for_fork(false);
 }
 
 static void child(void) {
-    /* Every lock is held by this thread: fix up each loop under its own lock, then let go. */
+    /* Every lock is held by this thread: fix up each loop under its own lock, then let go. The
+     * signal eventfd is replaced first, so that the surviving loop's new set watches the new one. */
+    rl_signals_after_fork_child();
     for (rl_loop_t *l = loops; l; l = l->registry_next) rl_loop_after_fork_child(l, l == rl_tls_loop);
     rl_main_loop_after_fork_child();
     release_all();

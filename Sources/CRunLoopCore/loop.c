@@ -33,6 +33,8 @@ static rl_loop_t *loop_create(void) {
     rl_object_init(&loop->obj, RL_TYPE_LOOP);
     rl_ptrvec_init(&loop->modes);
     rl_ptrvec_init(&loop->fds.parked);
+    rl_ptrvec_init(&loop->signal_links);
+    sigemptyset(&loop->signal_accept);
     int rc = rl_wait_init(&loop->wait);
     if (rc == 0 && !(loop->default_mode = rl_mode_find(loop, RL_DEFAULT_MODE, true))) rc = -ENOMEM;
     if (rc) {
@@ -324,6 +326,7 @@ void rl_loop_destroy(rl_loop_t *loop) {
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);
+    rl_ptrvec_free(&loop->signal_links); /* empty: teardown removed every source */
     pthread_mutex_destroy(&loop->lock);
     free(loop);
 }

@@ -29,8 +29,13 @@ static inline bool blocks(rl_loop_t *loop, rl_run_frame *run) {
     return true;
 }
 
-/* Returns whether a source was performed; *called_out whether the phase ran at all. */
+/* Returns whether a source was performed; *called_out whether the phase ran at all. Signals
+ * delivered since the last look first become signalled sources (signal.c): one load when none
+ * came, and nothing at all for a loop that watches no signal. */
 static inline bool signalled_sources(rl_loop_t *loop, rl_run_frame *run, bool *called_out) {
+    if (atomic_load(&loop->signal_watch) &&
+        atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen)
+        rl_signals_take(loop);
     if (!rl_sources_may_be_signalled(loop)) return false;
     *called_out = true;
     return rl_sources_perform_signalled(loop, run);
@@ -84,8 +89,9 @@ static bool stop_requested(rl_run_frame *run) {
  * changed the timers meanwhile (that is what woke the loop, maybe). */
 static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool state_current,
                            poll_state *state, rl_wait_event *events) {
-    bool block = false;
+    bool block = false, accepting = false;
     double deadline = 0;
+    sigset_t accept;
     if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
         read_poll_state(loop, run->mode, state);
@@ -103,6 +109,11 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
              * that polls (a pass per frame, say) adds and fires timers with no timerfd_settime,
              * which costs ~18 us on a VM. */
             if (block) rl_wait_arm(&loop->wait, deadline);
+            /* A loop watching signals takes them while it sleeps, whatever its thread blocks. */
+            if (block && atomic_load_explicit(&loop->signal_watch, memory_order_relaxed)) {
+                accept = loop->signal_accept;
+                accepting = true;
+            }
         }
         pthread_mutex_unlock(&loop->lock);
     }
@@ -115,7 +126,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     if (block) block = rl_wake_try_sleep(loop);
     double before = block ? rl_time_now() : 0;
     bool woken;
-    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken);
+    int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
     if (block) {
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;

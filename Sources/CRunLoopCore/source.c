@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rl_source_t *source_new(long order) {
+rl_source_t *rl_source_new(long order) {
     rl_source_t *s = rl_aligned_alloc(_Alignof(rl_source_t), sizeof *s);
     if (!s) {
         errno = ENOMEM;
@@ -39,7 +39,7 @@ rl_source_t *rl_source_create(long order, const rl_source_context_t *context) {
         errno = EINVAL;
         return NULL;
     }
-    rl_source_t *s = source_new(order);
+    rl_source_t *s = rl_source_new(order);
     if (!s) return NULL;
     s->context = *context;
     if (context->retain) s->context.info = (void *)context->retain(context->info);
@@ -56,22 +56,31 @@ rl_source_t *rl_source_create_fd(int fd, unsigned events, long order, rl_fd_call
         errno = EBADF;
         return NULL;
     }
-    rl_source_t *s = source_new(order);
+    rl_source_t *s = rl_source_new(order);
     if (!s) return NULL;
     s->version = 1;
     s->fd = fd;
     atomic_init(&s->events, events & (RL_FD_READABLE | RL_FD_WRITABLE));
     s->callback = callback;
-    if (context) {
-        s->context.info = context->info;
-        s->context.retain = context->retain;
-        s->context.release = context->release;
-        if (context->retain) s->context.info = (void *)context->retain(context->info);
-    }
+    rl_source_take_context(s, context);
     return s;
 }
 
+void rl_source_take_context(rl_source_t *s, const rl_context_t *context) {
+    if (!context) return;
+    s->context.info = context->info;
+    s->context.retain = context->retain;
+    s->context.release = context->release;
+    if (context->retain) s->context.info = (void *)context->retain(context->info);
+}
+
+void rl_source_end_special(rl_source_t *s) {
+    if (s->kind == RL_SOURCE_SIGNAL) rl_signal_release(s->signo);
+    else if (s->kind == RL_SOURCE_PROCESS) rl_process_end(s);
+}
+
 void rl_source_destroy(rl_source_t *s) {
+    if (s->kind && atomic_load(&s->valid)) rl_source_end_special(s); /* else invalidation did */
     if (s->context.release) s->context.release(s->context.info);
     rl_ptrvec_free(&s->links);
     free(s);
@@ -86,8 +95,9 @@ static rl_link *link_for(rl_source_t *s, rl_loop_t *loop) {
     return NULL;
 }
 
-/* Queue the link for its loop, once. source locked (the loop need not be). */
-static void enqueue(rl_link *l) {
+/* Queue the link for its loop, once. source locked (the loop need not be), or loop locked: a link
+ * dies only with both held. */
+void rl_link_enqueue(rl_link *l) {
     if (atomic_fetch_or(&l->state, RL_LINK_QUEUED) & RL_LINK_QUEUED) return;
     rl_link *head = atomic_load_explicit(&l->loop->signalled, memory_order_relaxed);
     do l->next = head;
@@ -121,8 +131,9 @@ bool rl_loop_holds_source(const rl_loop_t *loop, const rl_source_t *s) {
 /* s left the loop's last mode and its common set: its link and fd registration go. Both locked. */
 static void unlink_if_gone(rl_loop_t *loop, rl_source_t *s) {
     if (rl_loop_holds_source(loop, s)) return;
-    if (s->version == 1) rl_fd_table_detach(loop, s);
     rl_link *l = link_for(s, loop);
+    if (s->version == 1) rl_fd_table_detach(loop, s);
+    else if (s->signo && l) rl_signals_detach(loop, l);
     if (l) unlink_link(s, l);
 }
 
@@ -143,7 +154,7 @@ static int link_in(rl_loop_t *loop, rl_source_t *s, rl_link **out) {
         free(l);
         return -ENOMEM;
     }
-    int rc = s->version == 1 ? rl_fd_table_attach(loop, s) : 0;
+    int rc = s->version == 1 ? rl_fd_table_attach(loop, s) : s->signo ? rl_signals_attach(loop, l) : 0;
     if (rc) {
         s->links.count--;
         free(l);
@@ -179,7 +190,10 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
     if (!l) return -EINVAL; /* not entered: cannot happen */
     if (rl_ptrset_add(&mode->sources, s) < 0) return -ENOMEM;
     rl_mode_items_changed(mode, 1, false);
-    if (s->version == 0 && atomic_load(&s->signalled)) enqueue(l);
+    /* A signal or SIGCHLD delivered while it was outside (or, for a process source, before it
+     * first looked) is performed as a signal made then. */
+    if (s->version == 0 && s->signo && rl_source_watch_pending(s)) atomic_fetch_or(&s->signalled, RL_SIGNAL_SET);
+    if (s->version == 0 && atomic_load(&s->signalled)) rl_link_enqueue(l);
     return 0;
 }
 
@@ -315,13 +329,15 @@ void rl_source_invalidate(rl_source_t *s) {
         rl_source_remove_from_loop(loop, s);
         rl_release(loop);
     }
+    if (s->kind) rl_source_end_special(s); /* in no loop now, and none will take it */
     rl_release(s);
 }
 
 bool rl_source_is_valid(rl_source_t *s) { return s && atomic_load(&s->valid); }
 long rl_source_get_order(rl_source_t *s) { return s ? s->order : 0; }
-int rl_source_get_fd(rl_source_t *s) { return s ? s->fd : -1; }
-unsigned rl_source_get_fd_events(rl_source_t *s) { return s ? atomic_load(&s->events) : 0; }
+/* A process source's pidfd is the library's: it is not shown. */
+int rl_source_get_fd(rl_source_t *s) { return s && !s->kind ? s->fd : -1; }
+unsigned rl_source_get_fd_events(rl_source_t *s) { return s && !s->kind ? atomic_load(&s->events) : 0; }
 
 /* How many times a signaller that found s signalled but not yet published looks again before it
  * publishes itself: about a microsecond, several times what publishing takes when its signaller
@@ -359,7 +375,7 @@ void rl_source_signal(rl_source_t *s) {
     if (old & RL_SIGNAL_PUBLISHED) return;
     if ((old & RL_SIGNAL_SET) && published_soon(s)) return;
     rl_source_lock(s);
-    for (size_t i = 0; i < s->links.count; i++) enqueue(s->links.items[i]);
+    for (size_t i = 0; i < s->links.count; i++) rl_link_enqueue(s->links.items[i]);
     /* Only onto a SET still there: after a clear, a PUBLISHED alone would make the next signal
      * return without queueing anything. */
     unsigned set = RL_SIGNAL_SET;
@@ -370,7 +386,7 @@ void rl_source_signal(rl_source_t *s) {
 bool rl_source_is_signalled(rl_source_t *s) { return s && atomic_load(&s->signalled); }
 
 int rl_source_set_fd_events(rl_source_t *s, unsigned events) {
-    if (!s || s->version != 1 || !atomic_load(&s->valid) ||
+    if (!s || s->version != 1 || s->kind || !atomic_load(&s->valid) ||
         (events & ~(unsigned)(RL_FD_READABLE | RL_FD_WRITABLE | RL_FD_ERROR)))
         return -EINVAL;
     int rc = 0;
@@ -475,10 +491,15 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         if (handled && run->stop_after_handle) break;
         run->unperformed = i + 1; /* the ones before are released by now, or are being performed */
         if ((atomic_exchange(&s->signalled, 0) & RL_SIGNAL_SET) && atomic_load(&s->valid)) {
-            if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
-            RL_COUNT(loop, sources_performed, 1);
-            handled = true;
-            performed++;
+            bool called = true; /* a signal or process source calls out only for news */
+            if (s->kind == RL_SOURCE_SIGNAL) called = rl_signal_perform(s);
+            else if (s->kind == RL_SOURCE_PROCESS) called = rl_process_perform(s);
+            else if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
+            if (called) {
+                RL_COUNT(loop, sources_performed, 1);
+                handled = true;
+                performed++;
+            }
         }
         rl_object_release(&s->obj);
     }

@@ -115,6 +115,20 @@ static void verify_sources_links(verifier *v, rl_loop_t *loop) {
                       "fd source %p of mode %s is not in the fd table", (void *)s, m->name);
         }
     }
+    /* The signal links: this loop's, of watching sources, each one's signal accepted while it
+     * sleeps, and the signal eventfd watched exactly while there is one (signal.c). */
+    for (size_t i = 0; i < loop->signal_links.count; i++) {
+        const rl_link *l = loop->signal_links.items[i];
+        CHECK(l->loop == loop, "signal link %p belongs to loop %p", (const void *)l, (void *)l->loop);
+        CHECK(l->source->version == 0 && l->source->signo > 0, "signal link %p of a source that watches no signal",
+              (const void *)l);
+        CHECK(sigismember(&loop->signal_accept, l->source->signo) == 1, "signal %d of a source is not accepted",
+              l->source->signo);
+    }
+    CHECK(atomic_load(&loop->signal_watch) == (loop->signal_links.count > 0),
+          "signal_watch is %d with %zu signal links", (int)atomic_load(&loop->signal_watch), loop->signal_links.count);
+    CHECK(loop->dead || (loop->wait.sigfd >= 0) == (loop->signal_links.count > 0),
+          "the signal eventfd is %swatched with %zu signal links", loop->wait.sigfd >= 0 ? "" : "not ", loop->signal_links.count);
     for (const rl_link *l = loop->deferred; l; l = l->next) {
         CHECK(l->loop == loop, "deferred link %p belongs to loop %p", (const void *)l, (void *)l->loop);
         CHECK(atomic_load(&l->state) & RL_LINK_QUEUED, "deferred link %p is not marked queued", (const void *)l);

@@ -23,24 +23,28 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-/* epoll's data for a registration: the fd and its generation; the eventfd and the timerfd carry
- * these negative "fds". */
+/* epoll's data for a registration: the fd and its generation; the eventfd, the timerfd and the
+ * process's signal eventfd carry these negative "fds". */
 #define TAG(fd, gen) (((uint64_t)(gen) << 32) | (uint32_t)(fd))
-enum { WAKEUP = -2, TIMER = -3 };
+enum { WAKEUP = -2, TIMER = -3, SIGNALS = -4 };
 
 static void fatal(const char *what) {
     fprintf(stderr, "crunloop: %s failed: %s\n", what, strerror(errno));
     abort();
 }
 
-/* A new epoll set watching the eventfd and timerfd (edge-triggered, never read). */
-static int new_set(int eventfd, int timerfd) {
+/* A new epoll set watching the eventfd and timerfd, and the signal eventfd when sigfd >= 0
+ * (edge-triggered, never read). */
+static int new_set(int eventfd, int timerfd, int sigfd) {
     int epfd = rl_fault_fails(EMFILE) ? -1 : epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return -errno;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(WAKEUP, 0)};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, eventfd, &ev) == 0) {
         ev.data.u64 = TAG(TIMER, 0);
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, timerfd, &ev) == 0) return epfd;
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, timerfd, &ev) == 0) {
+            ev.data.u64 = TAG(SIGNALS, 0);
+            if (sigfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, sigfd, &ev) == 0) return epfd;
+        }
     }
     int err = errno;
     close(epfd);
@@ -54,12 +58,26 @@ static void close_all(rl_wait *w) {
     w->epfd = w->eventfd = w->timerfd = -1;
 }
 
+int rl_wait_watch_signals(rl_wait *w, int fd) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = TAG(SIGNALS, 0)};
+    /* An eventfd written before is readable: the ADD queues an edge, so the loop looks once. */
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -errno;
+    w->sigfd = fd;
+    return 0;
+}
+
+void rl_wait_unwatch_signals(rl_wait *w) {
+    if (w->sigfd >= 0) (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->sigfd, NULL); /* EBADF once closed */
+    w->sigfd = -1;
+}
+
 int rl_wait_init(rl_wait *w) {
     w->epfd = -1;
+    w->sigfd = -1;
     w->armed = INFINITY;
     w->eventfd = rl_fault_fails(EMFILE) ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     w->timerfd = rl_fault_fails(EMFILE) ? -1 : timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    int rc = w->eventfd < 0 || w->timerfd < 0 ? -errno : new_set(w->eventfd, w->timerfd);
+    int rc = w->eventfd < 0 || w->timerfd < 0 ? -errno : new_set(w->eventfd, w->timerfd, w->sigfd);
     if (rc < 0) {
         close_all(w);
         return rc;
@@ -68,19 +86,27 @@ int rl_wait_init(rl_wait *w) {
     return 0;
 }
 
-void rl_wait_destroy(rl_wait *w) { close_all(w); }
+void rl_wait_destroy(rl_wait *w) {
+    close_all(w);
+    w->sigfd = -1; /* signal.c's */
+}
 
 int rl_wait_renew(rl_wait *w, bool all) {
     if (!all) {
-        int epfd = new_set(w->eventfd, w->timerfd);
+        int epfd = new_set(w->eventfd, w->timerfd, w->sigfd);
         if (epfd < 0) return epfd;
         close(w->epfd);
         w->epfd = epfd;
         return 0;
     }
-    /* After fork: these objects are shared with the parent; the child only lets go of them. */
+    /* After fork: these objects are shared with the parent; the child only lets go of them (the
+     * signal eventfd, signal.c's, has been replaced at its number already). */
     close_all(w);
-    return rl_wait_init(w);
+    int sigfd = w->sigfd;
+    int rc = rl_wait_init(w);
+    w->sigfd = sigfd;
+    if (rc == 0 && sigfd >= 0 && (rc = rl_wait_watch_signals(w, sigfd))) close_all(w);
+    return rc;
 }
 
 static uint32_t to_epoll(unsigned events) {
@@ -127,12 +153,21 @@ void rl_wait_arm(rl_wait *w, double deadline) {
     w->armed = deadline;
 }
 
-int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken) {
+int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken,
+                       const sigset_t *accept) {
     struct epoll_event ev[RL_WAIT_MAX_EVENTS];
     if (max > RL_WAIT_MAX_EVENTS) max = RL_WAIT_MAX_EVENTS;
+    sigset_t mask;
+    if (block && accept) { /* the thread's mask, less the signals to take while it sleeps */
+        pthread_sigmask(SIG_SETMASK, NULL, &mask);
+        for (int signo = 1; signo < NSIG; signo++)
+            if (sigismember(accept, signo) == 1) sigdelset(&mask, signo);
+    }
     int n;
-    do n = epoll_wait(w->epfd, ev, max, block ? -1 : 0);
-    while (n < 0 && errno == EINTR); /* deadlines are absolute in the timerfd: just wait again */
+    /* Deadlines are absolute in the timerfd: after EINTR (a signal handled meanwhile, whose
+     * eventfd edge then ends the next wait) just wait again. */
+    do n = block && accept ? epoll_pwait(w->epfd, ev, max, -1, &mask) : epoll_wait(w->epfd, ev, max, block ? -1 : 0);
+    while (n < 0 && errno == EINTR);
     if (n < 0) fatal("epoll_wait"); /* EBADF, EINVAL: our own epoll fd was closed behind our back */
     int out = 0;
     *woken = false;

@@ -1,7 +1,8 @@
 internal import CRunLoopCore
 
-/// An item a loop services: ``LoopTimer``, ``LoopSource``, ``FileDescriptorSource`` or
-/// ``LoopObserver``. Every member may be used from any thread.
+/// An item a loop services: ``LoopTimer``, ``LoopSource``, ``FileDescriptorSource``,
+/// ``SignalSource``, ``ChildProcessSource`` or ``LoopObserver``. Every member may be used from any
+/// thread.
 public protocol LoopItem: AnyObject, Sendable {
     /// Removes the item from every mode of every loop and stops it for good.
     func invalidate()

@@ -12,6 +12,7 @@
  *   eintr.c    a storm of signals without SA_RESTART at a loop and at the threads waking it
  *   fdreuse.c  an fd closed under its source and its number reused by a new source
  *   fork.c     fork() from a thread with a loop, from a process whose other threads use the library
+ *   sigproc.c  fault points of signal and child-exit sources (pidfd and SIGCHLD fallback)
  *
  * A part reports to main.c through a pipe, one line per message:
  *   case ok NAME            a check case that passed
@@ -81,5 +82,6 @@ void part_rlimit(void);
 void part_eintr(void);
 void part_fdreuse(void);
 void part_fork(void);
+void part_sigproc(void);
 
 #endif

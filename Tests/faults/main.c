@@ -355,6 +355,7 @@ static void rlimit_child(void *arg) { (void)arg; part_rlimit(); }
 static void eintr_child(void *arg) { (void)arg; part_eintr(); }
 static void fdreuse_child(void *arg) { (void)arg; part_fdreuse(); }
 static void fork_child(void *arg) { (void)arg; part_fork(); }
+static void sigproc_child(void *arg) { (void)arg; part_sigproc(); }
 
 static char summary[1024];
 static size_t summary_used;
@@ -381,6 +382,7 @@ int main(int argc, char **argv) {
     mkdir(logdir, 0755);
     setvbuf(stdout, NULL, _IOLBF, 0);
     bool want_sweep = false, want_rlimit = false, want_eintr = false, want_fdreuse = false, want_fork = false;
+    bool want_sigproc = false;
     const char *only_scenario = NULL;
     int parts = 0;
     for (int i = 1; i < argc; i++) {
@@ -391,12 +393,13 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "eintr") == 0) want_eintr = true, parts++;
         else if (strcmp(argv[i], "fdreuse") == 0) want_fdreuse = true, parts++;
         else if (strcmp(argv[i], "fork") == 0) want_fork = true, parts++;
+        else if (strcmp(argv[i], "sigproc") == 0) want_sigproc = true, parts++;
         else {
-            fprintf(stderr, "usage: %s [-v] [sweep | sweep:SCENARIO | rlimit | eintr | fdreuse | fork]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [-v] [sweep | sweep:SCENARIO | rlimit | eintr | fdreuse | fork | sigproc]...\n", argv[0]);
             return 2;
         }
     }
-    if (!parts) want_sweep = want_rlimit = want_eintr = want_fdreuse = want_fork = true;
+    if (!parts) want_sweep = want_rlimit = want_eintr = want_fdreuse = want_fork = want_sigproc = true;
     /* Old logs would only confuse. */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -f '%s'/*.log", logdir);
@@ -447,6 +450,15 @@ int main(int argc, char **argv) {
         long ok = stat_of(&o, "children_ok", 0), all = stat_of(&o, "children", 0);
         if (ok == all && failed == before) summarize("fork %ld children ok", all);
         else summarize("fork %ld/%ld children ok FAIL", ok, all);
+        free(o.text);
+    }
+    if (want_sigproc) {
+        int before = failed;
+        child_out o;
+        run_child("sigproc", sigproc_child, NULL, 30.0, 60.0, &o);
+        tally("sigproc", &o);
+        summarize("signal/process sources %ld+%ld points%s", stat_of(&o, "points_pidfd", 0),
+                  stat_of(&o, "points_fallback", 0), failed == before ? "" : " FAIL");
         free(o.text);
     }
     if (summary_used >= 2) summary[summary_used - 2] = '\0';

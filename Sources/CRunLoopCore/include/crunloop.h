@@ -459,6 +459,106 @@ RL_API void rl_source_invalidate(rl_source_t *source);
 RL_API bool rl_source_is_valid(rl_source_t *source);
 RL_API long rl_source_get_order(rl_source_t *source);
 
+/* ---- Signal and child-process sources ------------------------------------------------------ */
+
+/* Sources made by the two constructors below are sources like any other: added to modes of
+ * loops with rl_loop_add_source (a source may be in several modes and loops), removed,
+ * invalidated, reference counted, with the context rules of rl_source_create_fd (the context is
+ * copied; retain(info) runs at creation, release(info) when the last reference goes). Their
+ * callbacks run on the thread of a loop running a mode that contains them, with no lock held,
+ * and may do anything a callout may. What a source holds (its signal's handler, its pidfd) is let
+ * go when it is invalidated or its last reference goes, whichever comes first; removing it from
+ * its modes alone keeps it, so that it may be added again. rl_source_get_fd() says -1 for both
+ * kinds, rl_source_set_fd_events() refuses them (-EINVAL), and rl_source_signal() on them does
+ * nothing visible (a callback runs only for something that happened). */
+
+typedef void (*rl_signal_callback_t)(rl_source_t *source, int signo, unsigned count, void *info);
+
+/* A signal source: callback(source, signo, count, info) runs at a pass of a loop holding it after
+ * signo was delivered to the process, count being the number of deliveries since its last
+ * callout (at least 1; deliveries coalesce, as the kernel itself coalesces a standard signal
+ * still pending). Deliveries since the source's creation count, also those made while it was in
+ * no loop or while its loop ran another mode: they are reported once it is in a running mode.
+ * Every source watching a signal gets every delivery, whichever loops they are in and however
+ * many watch it; a source in several loops is called by one of them for each delivery.
+ *   How: the first source of a signal installs a process-wide handler for it with sigaction
+ * (SA_SIGINFO | SA_RESTART | SA_ONSTACK), and the first source of any signal makes one eventfd
+ * for the process. The handler only does what is async-signal-safe: it adds one to the signal's
+ * atomic counter and to a generation counter, and writes the eventfd, which every loop holding a
+ * signal source watches edge-triggered and never reads. A pass compares the generation with the
+ * one it last saw (one load) and, when it moved, marks the sources whose signal's counter moved
+ * as signalled version-0 sources; so a delivery is performed in the loop's usual order, in a mode
+ * that contains the source. While a source of signo exists, signo cannot kill or stop the
+ * process (its default action is replaced); a handler that was installed before, if it was a
+ * function, is still called after the counting (chained: with siginfo if it asked for it);
+ * SIG_IGN and SIG_DFL are not. The last source of signo gone puts back the disposition found by the first
+ * (with its mask and flags), unless something else replaced the handler meanwhile, which is
+ * then left alone; the last source of all closes the eventfd, once no handler is running on any
+ * thread.
+ *   Signal masks: the library never changes a thread's mask, with one exception: a loop holding
+ * signal sources takes their signals while it sleeps, whatever its thread blocks (it waits with
+ * epoll_pwait and the thread's mask less those signals; the mask is back as it was when the
+ * wait returns). A signal sent to the process is handled by any thread that does not block it,
+ * including threads the library does not know, or else by a sleeping loop that watches it; so
+ * nothing has to be blocked or unblocked anywhere. This matters with libdispatch, whose worker
+ * threads block nearly every signal (as does every thread they start, Swift's cooperative pool
+ * included, and the main thread after dispatch_main()): there, the sleeping loop is often the
+ * only thread that can take the signal. (signalfd was not chosen because it needs the opposite:
+ * the signal blocked in every thread, which a library cannot ensure for threads it did not
+ * create.) A signal directed at one thread (raise, pthread_kill) is taken by that thread only:
+ * if it blocks the signal and runs no loop watching it, the signal stays pending there. A loop
+ * takes one pending signal per wait, so deliveries that were pending while every thread blocked
+ * them are reported over as many passes. A loop that never sleeps (it only polls) takes none.
+ *   Faults: a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS raised by the
+ * kernel for the faulting instruction, not sent) cannot be resumed: after counting it, the
+ * handler chains to a previous handler function if there was one, else restores the default
+ * action, so the instruction faults again and the process dies as it would have.
+ *   Fork: the child inherits the handlers and the sources (see FORK); the child's loop watches
+ * an eventfd of its own, so the child's signals do not wake the parent's loops. exec resets the
+ * handlers, as for any handler.
+ *   Errors: NULL with errno EINVAL for a NULL callback, signo out of 1..NSIG-1, SIGKILL or SIGSTOP,
+ * or a signal sigaction refuses (those glibc keeps for itself, 32 and 33); EMFILE or ENFILE (no fd
+ * for the eventfd); ENOMEM.
+ *   Cost: one allocation (the source, 320 bytes); the first source of a signal makes one
+ * sigaction call, the first of all one eventfd. A delivery costs the handler three atomic
+ * additions and one write(2); a loop holding a signal source pays one load per pass and one
+ * sigprocmask call per sleep, and a pass after a delivery takes the loop's lock once to look at
+ * the loop's signal sources (O(n) in those it holds). Any thread. */
+RL_API rl_source_t *rl_source_create_signal(int signo, long order, rl_signal_callback_t callback,
+                                            const rl_context_t *context);
+
+typedef void (*rl_process_callback_t)(rl_source_t *source, int pid, int status, void *info);
+
+/* A child-exit source: callback(source, pid, status, info) runs once, at a pass of a loop holding
+ * it after the child pid exited (or had exited already when the source was made or added: a
+ * zombie is reported at once), with its wait status as waitpid() gives it (WIFEXITED and
+ * WEXITSTATUS, WIFSIGNALED, WTERMSIG and WCOREDUMP work on it). The library reaps the child:
+ * do not wait for it yourself. The source is invalidated just before the callback (it fires
+ * once; rl_source_is_valid then says false, and a run whose mode held only it finishes). pid
+ * must be a child of the calling process that has not been reaped (checked with waitid and
+ * WNOWAIT, which reaps nothing). Any number of children may be watched at once, from any loops;
+ * no SIGCHLD handler is needed, nor is any installed while the kernel has pidfds.
+ *   How: the source holds a pidfd (pidfd_open, Linux 5.3), which it watches as a level-triggered
+ * fd source: readable once the child has exited. Its callback reaps with waitid(P_PIDFD) (P_PID
+ * on Linux 5.3, which lacks P_PIDFD) and WNOHANG, under the source's lock, so a child is reaped
+ * once even if two loops see it at the same moment, and never after the pidfd is closed.
+ *   Fallback: where pidfd_open fails with ENOSYS (before Linux 5.3) or EPERM (a seccomp filter),
+ * the source watches SIGCHLD instead, as a signal source does (its handler is installed while such
+ * a source exists; see rl_source_create_signal), and at each pass after a SIGCHLD it tries
+ * waitid(P_PID, pid, WEXITED | WNOHANG); a child that exited before that is found by a first try
+ * when the source joins a loop. It costs one waitid per such source per SIGCHLD.
+ *   Who else reaps: if something else in the process reaps the child first (waitpid(-1, ...),
+ * SIGCHLD set to SIG_IGN or SA_NOCLDWAIT), its status is lost to the library: the callback then
+ * runs with status -1 (neither WIFEXITED nor WIFSIGNALED). Removing or invalidating the source
+ * before the child exits reaps nothing: the child is yours to wait for again.
+ *   Errors: NULL with errno EINVAL for pid <= 0 or a NULL callback; ECHILD when pid is not an
+ * unreaped child of this process; EMFILE or ENFILE (no fd for the pidfd); ENOMEM.
+ *   Cost: one allocation (the source) and one fd (the pidfd) per child, closed when the source is
+ * invalidated (the callback's time at the latest) or destroyed; watching it costs what an fd
+ * source costs (one epoll registration per loop it is in). Any thread. */
+RL_API rl_source_t *rl_source_create_process(int pid, long order, rl_process_callback_t callback,
+                                             const rl_context_t *context);
+
 /* ---- Timers -------------------------------------------------------------------------------- */
 
 /* A timer first due at fire_date (rl_time_now() scale; a date in the past counts as now, as in CF,

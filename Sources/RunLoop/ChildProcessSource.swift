@@ -1,0 +1,131 @@
+internal import CRunLoopCore
+
+private func processCallout(
+    _ source: OpaquePointer?, _ pid: Int32, _ status: Int32, _ info: UnsafeMutableRawPointer?
+) {
+    guard let info else { return }
+    ChildProcessSource.Box.callOut(
+        info, raw: source, lending: { ChildProcessSource(retaining: $0, processIdentifier: pid) }
+    ) { handler, source in handler(source, ChildProcessSource.Status(rawValue: status)) }
+}
+
+/// A source that a loop calls once when a child process exits, with its status; the library
+/// reaps the child.
+///
+/// ```swift
+/// let exit = try ChildProcessSource(processIdentifier: pid) { source, status in
+///     print("child \(source.processIdentifier) ended: \(status)")
+/// }
+/// try Loop.current.add(exit, in: .common)
+/// ```
+///
+/// The child must be one this process started (`posix_spawn`, `fork`) and has not waited for;
+/// do not wait for it once it is watched. A child that had already exited is reported at once.
+/// The source is invalidated just before its handler runs: it fires once. Any number of children
+/// may be watched; each holds one file descriptor (a pidfd) until it fires or is invalidated.
+/// Without pidfds (Linux before 5.3), the source watches `SIGCHLD` instead (crunloop.h,
+/// `rl_source_create_process`). Invalidating the source before the child exits reaps nothing.
+///
+/// **Lifetime** and **threads** are as for ``SignalSource``.
+///
+/// `@unchecked Sendable`: the stored properties are immutable, and every C function used on the
+/// pointer (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
+public final class ChildProcessSource: LoopItem, @unchecked Sendable {
+    /// The context box: the closure as given.
+    typealias Box = CalloutBox<ChildProcessSource, @Sendable (ChildProcessSource, Status) -> Void>
+
+    /// How a child process ended: its wait status, as `waitpid` gives it.
+    public struct Status: Hashable, Sendable, CustomStringConvertible {
+        /// The wait status; `-1` when something else in the process reaped the child first, so
+        /// that how it ended is unknown.
+        public let rawValue: Int32
+
+        /// A status from a wait status.
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+
+        /// The exit code, when the child exited (`WIFEXITED`, `WEXITSTATUS`).
+        public var exitCode: Int32? {
+            rawValue != -1 && rawValue & 0x7f == 0 ? (rawValue >> 8) & 0xff : nil
+        }
+
+        /// The signal that terminated the child, when one did (`WIFSIGNALED`, `WTERMSIG`).
+        public var terminatingSignal: Int32? {
+            let signal = rawValue & 0x7f
+            return rawValue != -1 && signal != 0 && signal != 0x7f ? signal : nil
+        }
+
+        /// Whether the terminating signal left a core dump (`WCOREDUMP`).
+        public var coreDumped: Bool { terminatingSignal != nil && rawValue & 0x80 != 0 }
+
+        /// `"exited with 3"`, `"killed by signal 9"` (`"... (core dumped)"`), or `"unknown"`.
+        public var description: String {
+            if let exitCode { return "exited with \(exitCode)" }
+            if let terminatingSignal {
+                return "killed by signal \(terminatingSignal)" + (coreDumped ? " (core dumped)" : "")
+            }
+            return "unknown"
+        }
+    }
+
+    let raw: OpaquePointer
+    /// The child watched.
+    public let processIdentifier: Int32
+
+    /// A handle lent to a callout once the creator's is gone.
+    init(retaining raw: OpaquePointer, processIdentifier: Int32) {
+        rl_retain(object(raw))
+        self.raw = raw
+        self.processIdentifier = processIdentifier
+    }
+
+    deinit { rl_release(object(raw)) }
+
+    /// A source watching the child `processIdentifier`. The handler receives the source and how
+    /// the child ended.
+    ///
+    /// Throws ``LoopError/system(errno:)`` with `ECHILD` when the process is not an unreaped child
+    /// of this one, with `EMFILE` or `ENFILE` when no file descriptor is left for its pidfd;
+    /// ``LoopError/invalidArgument`` for an identifier `<= 0`; ``LoopError/outOfMemory``.
+    public init(
+        processIdentifier: Int32, order: Int = 0,
+        handler: @escaping @Sendable (_ source: ChildProcessSource, _ status: Status) -> Void
+    ) throws(LoopError) {
+        let box = Box(handler)
+        raw = try createWithContext(box) {
+            rl_source_create_process(processIdentifier, order, { processCallout($0, $1, $2, $3) }, &$0)
+        }
+        self.processIdentifier = processIdentifier
+        box.handle = self
+        box.raw = raw
+    }
+
+    /// Removes the source from every mode of every loop and stops it for good, closing its
+    /// pidfd; the child is not reaped. Any thread.
+    public func invalidate() { rl_source_invalidate(raw) }
+
+    /// Whether the source has not been invalidated (nor fired).
+    public var isValid: Bool { rl_source_is_valid(raw) }
+
+    /// The source's order among the sources called in a pass (lower first).
+    public var order: Int { rl_source_get_order(raw) }
+}
+
+extension Loop {
+    /// Adds a child-process source to `mode`; takes effect in a running loop without a wakeup.
+    /// Any thread. Throws as ``add(_:in:)-(LoopSource,_)`` does (``LoopError/invalidArgument``
+    /// once the source has fired), plus ``LoopError/system(errno:)`` for an `epoll_ctl` error.
+    public func add(_ source: ChildProcessSource, in mode: LoopMode) throws(LoopError) {
+        try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })
+    }
+
+    /// Removes a child-process source from `mode`. Throws ``LoopError/notInMode`` when it is not
+    /// there.
+    public func remove(_ source: ChildProcessSource, in mode: LoopMode) throws(LoopError) {
+        try check(mode.withCName { rl_loop_remove_source(raw, source.raw, $0) })
+    }
+
+    /// Whether a child-process source is in `mode`.
+    public func contains(_ source: ChildProcessSource, in mode: LoopMode) -> Bool {
+        mode.withCName { rl_loop_contains_source(raw, source.raw, $0) }
+    }
+}
