@@ -104,6 +104,10 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
             block = !rl_blocks_pending(loop, run->mode) &&
                     !atomic_load_explicit(&run->stopped, memory_order_relaxed);
             if (block && !(deadline < RL_TIME_NEVER)) deadline = INFINITY;
+            /* A date already gone (a loop that falls behind its timers, or a timeout that ran
+             * out during the pass): poll, and leave the timerfd alone, whose arming for a past
+             * date would cost a timerfd_settime every pass. */
+            if (block && rl_time_now() >= deadline) block = false;
             /* Arm for the earliest of the mode's timers (within tolerances) and the run's
              * timeout, but only for a wait: a poll finds due timers by their dates, so a loop
              * that polls (a pass per frame, say) adds and fires timers with no timerfd_settime,
@@ -117,7 +121,6 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
         }
         pthread_mutex_unlock(&loop->lock);
     }
-    if (block && rl_time_now() >= deadline) block = false;
     /* A poll with no fd in the set has nothing to ask the kernel: due timers are found by their
      * dates, and wakeups matter only to a wait. This saves a system call per pass on a busy
      * loop. (An edge left queued for the eventfd or timerfd just ends a later wait early.) */

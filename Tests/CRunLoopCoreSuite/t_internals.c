@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 static unsigned long long rng_state = 88172645463325252ull;
@@ -284,6 +285,36 @@ RLT_TEST(polling_passes_fire_timers_without_setting_the_timerfd) {
     RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 1.0, false), RL_RUN_FINISHED);
     RLT_CHECK_EQ(fired, 4);
     RLT_CHECK(loop->wait.armed == date);
+}
+
+/* A loop whose timer is already past due when it would wait (here a before-waiting observer
+ * overruns it) polls instead, and does not arm the timerfd for a date gone: a loop that keeps
+ * falling behind would otherwise pay a timerfd_settime every pass. */
+static void overrun_once(rl_observer_t *o, unsigned activity, void *info) {
+    (void)o, (void)activity;
+    if ((*(int *)info)++ == 0) {
+        struct timespec ts = {0, 3 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+RLT_TEST(a_deadline_gone_by_the_wait_polls_without_setting_the_timerfd) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int fired = 0, waited = 0;
+    rl_context_t c = {.info = &fired}, oc = {.info = &waited};
+    RLT_CHECK(loop->wait.armed == INFINITY);
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.001, 0, 0, count_fire, &c);
+    rl_observer_t *o = rl_observer_create(RL_BEFORE_WAITING, true, 0, overrun_once, &oc);
+    RLT_CHECK(t && o);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, RL_DEFAULT_MODE), 0);
+    RLT_CHECK_EQ(rl_loop_add_observer(loop, o, RL_DEFAULT_MODE), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 1.0, true), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(fired, 1);
+    RLT_CHECK(waited >= 1);
+    RLT_CHECK(loop->wait.armed == INFINITY); /* the past date was never armed */
+    rl_observer_invalidate(o);
+    rl_release(o);
+    rl_release(t);
 }
 
 /* ---- Signalling (source.c) ---- */
