@@ -136,7 +136,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     rl_block *common = mode->common ? take(&loop->common_blocks) : NULL;
     pthread_mutex_unlock(&loop->lock);
     if (!own && !common) return;
-    double start = rl_time_now();
+    rl_phase phase = rl_callouts_begin(loop);
     unsigned ran = 0;
     rl_block *spent = NULL;
     while (own || common) {
@@ -149,7 +149,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
         spent = b;
         ran++;
     }
-    rl_callouts_done(loop, RL_CALLOUT_BLOCK, ran, start);
+    rl_callouts_done(loop, RL_CALLOUT_BLOCK, ran, &phase);
     give_back(loop, spent);
 }
 

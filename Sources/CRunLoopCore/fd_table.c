@@ -343,7 +343,10 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
     size_t count = ready->count, i = 0;
     bool handled = false, once = run->stop_after_handle;
     unsigned called = 0;
-    double start = rl_time_now();
+    /* The phase's kind: RL_CALLOUT_PROCESS_SOURCE when it only called child-process sources
+     * (their pidfds are fd sources), else RL_CALLOUT_FD_SOURCE. */
+    int kind = RL_CALLOUT_NONE;
+    rl_phase phase = rl_callouts_begin(loop);
     for (; i < count; i++) {
         if (handled && once) break;
         rl_source_t *s = items[i].source;
@@ -362,12 +365,14 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
             __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);
             RL_COUNT(loop, sources_performed, 1);
             handled = true;
+            int this_kind = s->kind == RL_SOURCE_PROCESS ? RL_CALLOUT_PROCESS_SOURCE : RL_CALLOUT_FD_SOURCE;
+            kind = !called || kind == this_kind ? this_kind : RL_CALLOUT_FD_SOURCE;
             called++;
         }
         rl_object_release(&s->obj);
     }
     for (; i < count; i++) rl_object_release(&items[i].source->obj); /* level-triggered: they come again */
-    rl_callouts_done(loop, RL_CALLOUT_FD_SOURCE, called, start);
+    rl_callouts_done(loop, kind, called, &phase);
     ready->count = 0;
     return handled;
 }

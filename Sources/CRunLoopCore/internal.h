@@ -667,18 +667,36 @@ static inline void rl_lag_late(rl_loop_t *loop, double late) {
 /* Store a new longest callout (the sequence lock's writer). Loop's thread. */
 RL_HIDDEN void rl_lag_record(rl_loop_t *loop, int kind, unsigned count, double seconds, double end);
 
-/* A phase of a pass made count callouts of kind from start (an rl_time_now() reading) until
- * now: add its time to time_in_callouts, and keep it as the longest callout if it is (or if
- * the record was reset since the last one). Loop's thread. */
-static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, double start) {
-    double end = rl_time_now(), seconds = end - start;
-    RL_COUNT(loop, time_in_callouts, seconds);
+/* Where a phase's callouts began: the clock, and the loop's time_waiting and time_in_callouts
+ * then. A callout that runs the loop (a nested run) adds its waits and its own phases' callouts
+ * to those; rl_callouts_done takes them out, so that an idle nested run is no stall and no
+ * second is counted twice (time_waiting + time_in_callouts stays within the wall time). */
+typedef struct { double start, waited, called; } rl_phase;
+
+static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
+    return (rl_phase){ rl_time_now(), atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed),
+                       atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) };
+}
+
+/* A phase of a pass made count callouts of kind since phase: add its time to time_in_callouts,
+ * and keep it as the longest callout if it is (or if the record was reset since the last one).
+ * Its time is the clock's less the waits of nested runs; time_in_callouts gets that less the
+ * nested runs' own phases, which counted themselves. Loop's thread. */
+static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, const rl_phase *phase) {
+    double end = rl_time_now();
+    double waited = atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed) - phase->waited;
+    double nested = atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) - phase->called;
+    double seconds = end - phase->start - waited, own = seconds - nested;
+    RL_COUNT(loop, time_in_callouts, own > 0 ? own : 0);
     rl_lag *lag = &loop->lag;
     if (count && (seconds > atomic_load_explicit(&lag->longest, memory_order_relaxed) ||
                   atomic_load_explicit(&lag->reset_seq, memory_order_relaxed) ==
                       atomic_load_explicit(&lag->seq, memory_order_relaxed)))
         rl_lag_record(loop, kind, count, seconds, end);
 }
+
+/* In the child of fork: end a record the fork cut short (lag.c). */
+RL_HIDDEN void rl_lag_after_fork_child(rl_loop_t *loop);
 
 /* ---- Callouts (callout.c): named so that a stack trace says what the loop was doing ---- */
 

@@ -300,6 +300,7 @@ void rl_loop_close(rl_loop_t *loop) {
 
 void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
     rl_wake_after_fork(loop);
+    rl_lag_after_fork_child(loop);
     if (survives && !loop->dead) {
         /* This thread's loop: its own kernel objects from now on, its fds registered again. */
         if (rl_fd_table_renew(loop) == 0) return;

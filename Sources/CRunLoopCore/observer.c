@@ -182,7 +182,8 @@ void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) 
             rl_retain(o);
     }
     pthread_mutex_unlock(&loop->lock);
-    double start = due->count ? rl_time_now() : 0;
+    if (!due->count) return;
+    rl_phase phase = rl_callouts_begin(loop);
     size_t skipped = 0; /* counted on the rare path: the callouts are the rest */
     for (size_t i = 0; i < due->count; i++) {
         rl_observer_t *o = due->items[i];
@@ -195,6 +196,6 @@ void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) 
         }
         rl_release(o);
     }
-    if (due->count) rl_callouts_done(loop, RL_CALLOUT_OBSERVER, (unsigned)(due->count - skipped), start);
+    rl_callouts_done(loop, RL_CALLOUT_OBSERVER, (unsigned)(due->count - skipped), &phase);
     due->count = 0;
 }

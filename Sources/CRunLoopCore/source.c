@@ -485,19 +485,24 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     bool handled = false;
     size_t i = 0;
     unsigned performed = 0;
-    double start = rl_time_now();
+    /* The phase's kind: that of its callouts when they share one, else RL_CALLOUT_SOURCE (a
+     * version-0 source, or a mix). */
+    int kind = RL_CALLOUT_NONE;
+    rl_phase phase = rl_callouts_begin(loop);
     for (; i < ready->count; i++) {
         rl_source_t *s = ready->items[i].source;
         if (handled && run->stop_after_handle) break;
         run->unperformed = i + 1; /* the ones before are released by now, or are being performed */
         if ((atomic_exchange(&s->signalled, 0) & RL_SIGNAL_SET) && atomic_load(&s->valid)) {
             bool called = true; /* a signal or process source calls out only for news */
-            if (s->kind == RL_SOURCE_SIGNAL) called = rl_signal_perform(s);
-            else if (s->kind == RL_SOURCE_PROCESS) called = rl_process_perform(s);
+            int this_kind = RL_CALLOUT_SOURCE;
+            if (s->kind == RL_SOURCE_SIGNAL) called = rl_signal_perform(s), this_kind = RL_CALLOUT_SIGNAL_SOURCE;
+            else if (s->kind == RL_SOURCE_PROCESS) called = rl_process_perform(s), this_kind = RL_CALLOUT_PROCESS_SOURCE;
             else if (s->context.perform) __RL_IS_CALLING_OUT_TO_A_SOURCE0_PERFORM_FUNCTION__(s->context.perform, s->context.info);
             if (called) {
                 RL_COUNT(loop, sources_performed, 1);
                 handled = true;
+                kind = !performed || kind == this_kind ? this_kind : RL_CALLOUT_SOURCE;
                 performed++;
             }
         }
@@ -511,7 +516,7 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
         if (atomic_load(&s->signalled)) requeue_first(loop, s);
         rl_object_release(&s->obj);
     }
-    rl_callouts_done(loop, RL_CALLOUT_SOURCE, performed, start);
+    rl_callouts_done(loop, kind, performed, &phase);
     ready->count = 0;
     return handled;
 }

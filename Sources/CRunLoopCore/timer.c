@@ -555,9 +555,9 @@ static double next_on_grid(double fired, double interval, double now) {
 }
 
 /* Fire one timer taken at now, if it is still due, valid and in this loop (an earlier callout
- * may have changed any of that); the phase's callouts began at start. Nothing locked. Returns
- * whether it called out. */
-static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double start) {
+ * may have changed any of that); its lateness counts to found. Nothing locked. Returns whether
+ * it called out. */
+static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return false;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
@@ -572,7 +572,7 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double start) {
         (void)end_callout(t, 0);
         return false;
     }
-    rl_lag_late(loop, start - fired);
+    rl_lag_late(loop, found - fired);
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0) {
@@ -640,17 +640,27 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     }
     pthread_mutex_unlock(&loop->lock);
     if (!n) return complete;
-    double start = rl_time_now();
+    rl_phase phase = rl_callouts_begin(loop);
+    /* Lateness counts to the phase's start, one reading for all, unless a callout ran the loop
+     * (a nested run counts passes): the timers after it count to its end, which may be long in
+     * coming. One load per timer; the clock only after a nested run. */
+    double found = phase.start;
+    unsigned long long passes = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
     unsigned fired = 0;
     for (size_t q = 0; q < n; q++) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + 2 < n) __builtin_prefetch(due[q + 2].timer);
         if (q + 1 < n) __builtin_prefetch(due[q + 1].timer->info);
-        fired += fire(loop, due[q].timer, now, start);
+        fired += fire(loop, due[q].timer, now, found);
         rl_release(due[q].timer);
+        unsigned long long p = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
+        if (__builtin_expect(p != passes, 0)) {
+            passes = p;
+            found = rl_time_now();
+        }
     }
-    rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, start);
+    rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, &phase);
     if (due != inline_due) free(due);
     return complete;
 }

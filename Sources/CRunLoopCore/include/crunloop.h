@@ -402,8 +402,9 @@ RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
 enum { RL_LAG_BUCKETS = 32 };
 
 /* The kinds of callout (rl_loop_lag_t.longest_callout_kind). */
-enum { RL_CALLOUT_NONE = 0, RL_CALLOUT_TIMER = 1, RL_CALLOUT_SOURCE = 2 /* version 0 */,
-       RL_CALLOUT_FD_SOURCE = 3, RL_CALLOUT_OBSERVER = 4, RL_CALLOUT_BLOCK = 5 };
+enum { RL_CALLOUT_NONE = 0, RL_CALLOUT_TIMER = 1, RL_CALLOUT_SOURCE = 2, RL_CALLOUT_FD_SOURCE = 3,
+       RL_CALLOUT_OBSERVER = 4, RL_CALLOUT_BLOCK = 5, RL_CALLOUT_SIGNAL_SOURCE = 6,
+       RL_CALLOUT_PROCESS_SOURCE = 7 };
 
 /* Flags of rl_loop_get_lag. */
 enum { RL_LAG_RESET = 1u };
