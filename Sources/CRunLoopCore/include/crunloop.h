@@ -352,7 +352,8 @@ typedef struct {
     unsigned long long timers_fired;   /* timer callouts */
     unsigned long long sources_performed; /* version-0 performs and fd callouts */
     double time_waiting;               /* seconds spent blocked in epoll_wait */
-    double time_in_callouts;           /* seconds spent in callouts of any kind */
+    double time_in_callouts;           /* seconds spent in callouts of any kind (a nested
+                                        * run's waits and callouts counted once: see "Loop lag") */
 } rl_loop_stats_t;
 RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
 
@@ -368,40 +369,63 @@ RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
  * phases or passes, the thread not being scheduled, the timer's own tolerance (a timer allowed
  * to fire 10 ms late that fires 8 ms late counts 8 ms). Timers fired by one pass share its
  * reading: one that waits behind another timer's long callout in the same pass counts as late
- * as the pass found it, not later (a reading per timer would cost a third of firing one).
+ * as the pass found it, not later (a reading per timer would cost a third of firing one). The
+ * exception is a callout that runs the loop (a nested run): the timers of the phase after it
+ * count to a reading taken when it returns. A repeating timer that fires after missing grid
+ * points (fire date + k * interval, see rl_timer_create) counts once, with the lateness of the
+ * date it fires; the points it skipped are in neither late[] nor timers_fired.
  * late[k] counts the fired timers whose lateness L, in microseconds, is
  *     k = 0:                          L < 1
  *     1 <= k <= RL_LAG_BUCKETS - 2:   2^(k-1) <= L < 2^k    (k = 1: [1, 2); k = 10: [512, 1024))
  *     k = RL_LAG_BUCKETS - 1:         L >= 2^(RL_LAG_BUCKETS - 2)    (2^30 us, about 18 minutes)
  *
  * The longest callout. Callouts are timed per phase of a pass, as for time_in_callouts: the
- * clock is read before a phase's first callout and after its last (the loop's own work between
- * callouts, a fraction of a microsecond each, is included). When the phase made one callout,
- * longest_callout is that callout's time and longest_callout_count is 1; when it made several
- * (due timers, signalled sources, ready fd sources, queued blocks or the observers of one
- * activity, in one pass), it is their total, and longest_callout_count says how many. A
- * callout that runs the loop (a nested run) counts the nested run's whole time, waits included.
- * Schedule and cancel callouts of version-0 sources run on the adding or removing thread,
- * outside any pass, and are not counted.
+ * clock is read before a phase's first callout and after its last, so the loop's own work
+ * between callouts is included, with any wait for the loop's lock (re-arming a repeating timer,
+ * invalidating a one-shot observer take it; another thread holding it makes that wait). When
+ * the phase made one callout, longest_callout is that callout's time and
+ * longest_callout_count is 1; when it made several (due timers, signalled sources, ready fd
+ * sources, queued blocks or the observers of one activity, in one pass), it is their total, and
+ * longest_callout_count says how many. A callout that runs the loop (a nested run) counts the
+ * nested run's time less its waits: its callouts held the loop, its sleeps did not (an idle
+ * modal run is no stall). time_in_callouts counts each second once: the outer phase adds its
+ * time less the nested run's own phases, which count themselves. Schedule and cancel callouts of
+ * version-0 sources run on the adding or removing thread, outside any pass, and are not counted.
+ *   The kind is the phase's: RL_CALLOUT_TIMER, RL_CALLOUT_OBSERVER, RL_CALLOUT_BLOCK for their
+ * phases; in the signalled-source phase RL_CALLOUT_SIGNAL_SOURCE when every callout of the phase
+ * was a signal source's, RL_CALLOUT_PROCESS_SOURCE when every one was a child-process source's
+ * (where the kernel has no pidfd), else RL_CALLOUT_SOURCE (version-0 sources, or a mix of
+ * kinds); in the fd phase RL_CALLOUT_PROCESS_SOURCE when every callout was a child-process
+ * source's (watched through its pidfd), else RL_CALLOUT_FD_SOURCE (fd sources, or a mix).
  *
  * Reading and resetting. The figures count from the loop's creation, or from the last read
  * with RL_LAG_RESET: that call returns them and makes them the new zero, so that the next read
- * reports only timers fired and callouts made after it (nothing is lost in between: a timer or
- * callout that lands while the reset is made is in this read or in the next). Every reader
- * sees the same zero: a reset starts a new interval for all.
+ * reports only timers fired and callouts made after it. Timer counts are exact: a timer that
+ * fires while the reset is made is in this read or in the next, never in both, also when
+ * several threads reset at once (each claims, with a compare-and-swap, exactly what it reports).
+ * The longest callout is a best-effort maximum across a reset made while the loop runs: a phase
+ * shorter than the record that ends between the reader's read of the record and its reset is in
+ * neither reading. Every reader sees the same zero: a reset starts a new interval for all.
  *
  * Threads: any thread, while the loop runs, with no lock. Each bucket is read atomically but
  * the buckets are not read at one instant (timers_fired is their sum, so it agrees with them);
- * the four longest_callout fields are read together, consistently (the loop's thread writes
- * them only when a phase beats the record). A dead loop keeps its figures.
- * Cost: to the loop, about 15 instructions per fired timer (a multiply, a shift and an
- * increment: 702 per fired one-shot timer against 686 without, benchmarks/timer-instructions)
- * and a comparison per phase that called out; no clock reading of its own and no lock; an
- * empty pass costs nothing more. To the reader, O(RL_LAG_BUCKETS) atomic loads (and as many
- * compare-and-swaps with RL_LAG_RESET). */
+ * the four longest_callout fields are read together, consistently, under a sequence lock: the
+ * loop's thread writes them (when a phase beats the record) in a few stores, and a reader that
+ * finds it in the middle spins until it is done, briefly, unless the loop's thread was preempted
+ * there. So rl_loop_get_lag is not async-signal-safe on the loop's own thread (a signal handler
+ * that interrupted the write would spin forever); elsewhere a handler may call it. In the child
+ * of fork, a write the fork cut short is ended and its record voided. A dead loop keeps its
+ * figures.
+ * Cost: to the loop, about 23 instructions per fired timer (a multiply, a shift and an
+ * increment; a load and a comparison that look for a nested run: 725 per fired one-shot timer,
+ * of which 7 for that look, benchmarks/timer-instructions with gcc 12), four loads and a
+ * comparison per phase that called out; no clock reading of its own and no lock; an empty pass costs nothing more. To the
+ * reader, O(RL_LAG_BUCKETS) atomic loads (and as many compare-and-swaps with RL_LAG_RESET).
+ * RL_LAG_BUCKETS sizes late[], part of the struct's layout: it can never change. */
 enum { RL_LAG_BUCKETS = 32 };
 
-/* The kinds of callout (rl_loop_lag_t.longest_callout_kind). */
+/* The kinds of callout (rl_loop_lag_t.longest_callout_kind; see "The kind" above). Later
+ * versions may add kinds at the end: a reader should treat an unknown kind as a callout. */
 enum { RL_CALLOUT_NONE = 0, RL_CALLOUT_TIMER = 1, RL_CALLOUT_SOURCE = 2, RL_CALLOUT_FD_SOURCE = 3,
        RL_CALLOUT_OBSERVER = 4, RL_CALLOUT_BLOCK = 5, RL_CALLOUT_SIGNAL_SOURCE = 6,
        RL_CALLOUT_PROCESS_SOURCE = 7 };
