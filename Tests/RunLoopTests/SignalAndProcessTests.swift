@@ -6,10 +6,10 @@ import Testing
 /// Real-time signals only: the C suite (run in this process too) checks the dispositions of the
 /// standard ones, and each test here has a signal of its own, so that tests running in parallel
 /// do not see one another's deliveries.
-private func realTimeSignal(_ n: Int32) -> Int32 { __libc_current_sigrtmin() + n }
+func realTimeSignal(_ n: Int32) -> Int32 { __libc_current_sigrtmin() + n }
 
 /// A child that exits with `code` after `delay` seconds (`/bin/sh -c 'sleep D; exit C'`).
-private func spawnChild(exitCode code: Int32, after delay: Double = 0) throws -> Int32 {
+func spawnChild(exitCode code: Int32, after delay: Double = 0) throws -> Int32 {
     var pid = pid_t()
     let script = delay > 0 ? "sleep \(delay); exit \(code)" : "exit \(code)"
     let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(script), nil]

@@ -11,15 +11,17 @@
 //
 // The example runs a 100 Hz "animation" timer in the common modes, first in the default mode,
 // then in a "tracking" mode, and injects two stalls: a timer callout that sleeps 120 ms, and
-// queued work in the tracking mode that sleeps 80 ms. Before each it schedules a one-shot
+// queued work in the tracking mode that sleeps 150 ms. Before each it schedules a one-shot
 // timer due 30 ms into the stall.
 //
-// What to watch for: exactly two stalls are reported, no ordinary pass; the first in the
-// default mode, at least 120 ms long, stalled by a timer; the second in the tracking mode, at
-// least 80 ms, stalled by queued work (a block); and three timers fired 32 ms late or more: the
-// two one-shot timers, and the animation after the second stall (its next date was set before
-// the work ran). After the first stall, in its own callout, the animation is not late: a
-// repeating timer skips the frames it missed.
+// What to watch for: both stalls are reported; the first in the default mode, at least 120 ms
+// long, stalled by a timer; the second in the tracking mode, at least 150 ms, stalled by queued
+// work; and at least three timers fired 32.8 ms late or more (the lateness buckets from
+// [32.8, 65.5) ms up): the two one-shot timers, and the animation after the second stall (its
+// next date was set before the work ran). After the first stall, in its own callout, the
+// animation is not late: a repeating timer skips the frames it missed. No ordinary pass should
+// be reported, but a busy machine that keeps the loop's thread off a CPU for over 50 ms makes a
+// real stall of its own: it is reported and counted apart, not an error.
 
 import Glibc
 import RunLoop
@@ -177,7 +179,7 @@ let animation = try loop.schedule(after: .milliseconds(10), repeatingEvery: .mil
         _ = try? here.schedule(after: .milliseconds(30)) { _ in }  // due mid-stall
     }
     if n == 10 { usleep(120_000) }
-    if n == 40 { try? here.perform(in: tracking) { usleep(80_000) } }
+    if n == 40 { try? here.perform(in: tracking) { usleep(150_000) } }
     if n % 30 == 0 { here.stop() }
 }
 check(try loop.run(mode: .default, for: .seconds(30)) == .stopped, "the default-mode run")
@@ -196,22 +198,30 @@ for (i, count) in total.enumerated() where count > 0 {
     let bound = upper.map { "< \(milliseconds($0))" } ?? ">= \(milliseconds(lower))"
     print("  \(bound.padding(12)) \(String(count).padding(4)) \(String(repeating: "#", count: Int(min(count, 60))))")
 }
-// Buckets from [32.8, 65.5) ms up: 32 ms late or more, to within a bucket.
-let late = total[LagBucket.of(.milliseconds(32))...].reduce(0, +)
-print("timers fired 32 ms late or more: \(late)")
+// The buckets that start at 32 ms or later, from [32.8, 65.5) ms up: every timer in them was
+// at least that late (the bucket holding 32 ms starts at 16.4 ms, and is left out).
+let from = LagBucket.first(startingAtLeast: .milliseconds(32))
+let late = total[from...].reduce(0, +)
+print("timers fired \(milliseconds(LoopLag.bounds(ofBucket: from).lowerBound)) late or more: \(late)")
 
-check(found.count == 2, "two stalls reported, no ordinary pass (\(found.count) reported)")
-check(found[0].mode == .default && found[0].duration >= .milliseconds(120), "the first stall: default mode, 120 ms")
-check(found[0].longest?.kind == .timer && (found[0].longest?.duration ?? .zero) >= .milliseconds(120), "a timer stalled it")
-check(found[1].mode == tracking && found[1].duration >= .milliseconds(80), "the second stall: tracking mode, 80 ms")
-check(found[1].longest?.kind == .block && (found[1].longest?.duration ?? .zero) >= .milliseconds(80), "queued work stalled it")
+/// Whether a report is the injected stall: its mode, its length, and the kind and length of its
+/// longest callout.
+func isStall(_ r: Report, in mode: LoopMode, atLeast d: Duration, by kind: LoopLag.CalloutKind) -> Bool {
+    r.mode == mode && r.duration >= d && r.longest?.kind == kind && (r.longest?.duration ?? .zero) >= d
+}
+let first = found.firstIndex { isStall($0, in: .default, atLeast: .milliseconds(120), by: .timer) }
+let second = found.firstIndex { isStall($0, in: tracking, atLeast: .milliseconds(150), by: .queuedWork) }
+print("stalls reported: \(found.count); the machine's own: \(found.count - (first == nil ? 0 : 1) - (second == nil ? 0 : 1))")
+check(first != nil, "the first stall: default mode, 120 ms, a timer stalled it")
+check(second != nil, "the second stall: tracking mode, 150 ms, queued work stalled it")
+check(first! < second!, "the stalls in the order they were made")
 check(late >= 3, "the timers due mid-stall fired late")
 print("ok: 2 stalls found and explained")
 
 enum LagBucket {
-    /// The index of the lateness bucket that holds `d`.
-    static func of(_ d: Duration) -> Int {
-        (0..<LoopLag.bucketCount).first { LoopLag.bounds(ofBucket: $0).upperBound.map { $0 > d } ?? true }!
+    /// The index of the first lateness bucket whose lower bound is `d` or more.
+    static func first(startingAtLeast d: Duration) -> Int {
+        (0..<LoopLag.bucketCount).first { LoopLag.bounds(ofBucket: $0).lowerBound >= d }!
     }
 }
 
