@@ -184,6 +184,7 @@ test:
 	$(MAKE) --no-print-directory swift-test
 	$(MAKE) --no-print-directory swift-experimental
 	$(MAKE) --no-print-directory examples CC=gcc
+	$(MAKE) --no-print-directory embed CC=gcc
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG
