@@ -108,7 +108,7 @@ static void *spinner_main(void *arg) {
     rl_loop_t *loop = rl_loop_get_current();
     rl_loop_set_spin(loop, w->spin);
     rl_loop_add_source(loop, w->source, RL_DEFAULT_MODE);
-    atomic_store(&w->loop, loop);
+    atomic_store(&w->loop, rl_retain(loop)); /* the test thread's: it stops the loop as it exits */
     double deadline = rl_time_now() + 60; /* safety bound */
     /* Long runs: a run's timeout ends a spin early too (it is the wait's deadline). */
     while (!atomic_load(&w->quit) && rl_time_now() < deadline) rl_run_in_mode(RL_DEFAULT_MODE, 10, false);
@@ -166,6 +166,7 @@ static int second_signals_that_woke_a_sleeper(double spin, int cpu, int wanted, 
     atomic_store(&w.quit, true);
     rl_loop_stop(loop);
     pthread_join(w.th, NULL);
+    rl_release(loop);
     rl_release(w.source);
     return lost ? -1 : woke;
 }
