@@ -12,12 +12,19 @@ struct SpinTests {
     }
 
     @Test func theDefaultIsFiveMicrosecondsOrNoneWithOneCPU() async throws {
-        var set = cpu_set_t()
-        let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        var cpus = Int(online)
-        if sched_getaffinity(0, MemoryLayout<cpu_set_t>.size, &set) == 0 {
-            let allowed = withUnsafeBytes(of: &set) { $0.reduce(0) { $0 + $1.nonzeroBitCount } }
-            cpus = min(cpus, allowed)
+        // The affinity mask as /proc says it (sched_getaffinity is not in Swift's Glibc module).
+        var cpus = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        if let file = fopen("/proc/self/status", "r") {
+            defer { fclose(file) }
+            var buffer = [CChar](repeating: 0, count: 4096)
+            while fgets(&buffer, Int32(buffer.count), file) != nil {
+                let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                guard line.hasPrefix("Cpus_allowed:") else { continue }
+                let allowed = line.dropFirst("Cpus_allowed:".count).reduce(0) { count, c in
+                    count + (c.hexDigitValue ?? 0).nonzeroBitCount
+                }
+                cpus = min(cpus, allowed)
+            }
         }
         let window = try await onNewThread { Loop.current.spinBeforeSleeping }
         #expect(close(window, cpus > 1 ? .microseconds(5) : .zero))
