@@ -221,6 +221,11 @@ int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source) {
     return refresh(loop, w, source->fd);
 }
 
+void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source) {
+    rl_fd_watch *w = watch_for(loop, source->fd, false);
+    if (w && w->parked) (void)refresh(loop, w, source->fd); /* unparks it */
+}
+
 bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source) {
     rl_fd_watch *w = watch_for(loop, source->fd, false);
     size_t n = w ? entry_count(w) : 0;

@@ -398,6 +398,9 @@ RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
 /* After the source's interest changed: -EBADF when its fd was closed while registered. */
 RL_HIDDEN int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source);
 RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
+/* A source already attached joined one more mode: its fd, if parked (narrowed to a mode that had
+ * no source for it, perhaps the one it joined), gets its full registration back. */
+RL_HIDDEN void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source);
 struct rl_run_frame;
 /* Call out to the sources of the running mode that a wait's events are for, in ascending order
  * (ties: in the order the wait reported their fds, and sources of one fd in the order added),

@@ -194,6 +194,7 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
      * first looked) is performed as a signal made then. */
     if (s->version == 0 && s->signo && rl_source_watch_pending(s)) atomic_fetch_or(&s->signalled, RL_SIGNAL_SET);
     if (s->version == 0 && atomic_load(&s->signalled)) rl_link_enqueue(l);
+    if (s->version == 1) rl_fd_table_joined(loop, s);
     return 0;
 }
 
@@ -201,9 +202,9 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
  * in the set): joining one more mode is only the mode's set. Its links are not looked at (only
  * the loop is locked); a signalled source's link is queued already, until it is performed. */
 static int source_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
-    (void)loop;
     int rc = rl_ptrset_add(&mode->sources, item);
     if (rc > 0) rl_mode_items_changed(mode, 1, false);
+    if (rc > 0 && ((rl_source_t *)item)->version == 1) rl_fd_table_joined(loop, (rl_source_t *)item);
     return rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
 }
 

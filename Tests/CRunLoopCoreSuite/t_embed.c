@@ -451,3 +451,29 @@ RLT_TEST(a_signal_delivered_to_a_host_driven_loop_makes_a_pass_due) {
     rl_release(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);
 }
+
+RLT_TEST(an_fd_parked_for_a_mode_is_watched_again_when_its_source_joins_that_mode) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int p[2];
+    RLT_CHECK(pipe(p) == 0);
+    atomic_uint got = 0;
+    rl_context_t ctx = {.info = &got};
+    rl_source_t *s = rl_source_create_fd(p[0], RL_FD_READABLE, 0, count_fd, &ctx);
+    atomic_int n = 0;
+    rl_source_t *keep = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, OTHER), 0);
+    RLT_CHECK(write(p[1], "r", 1) == 1);
+    /* A pass in DM sees the fd ready with no taker there, and parks it for DM (where it stays
+     * between runs of DM, so that a host driving DM is not woken by it). */
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, DM), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0.5, true), RL_RUN_HANDLED_SOURCE);
+    RLT_CHECK(atomic_load(&got) & RL_FD_READABLE);
+    rl_source_invalidate(s);
+    rl_source_invalidate(keep);
+    rl_release(s);
+    rl_release(keep);
+    close(p[0]);
+    close(p[1]);
+}
