@@ -14,9 +14,9 @@
  *   1. poll the wait set, which takes the edge-triggered events already reported (the eventfd,
  *      timerfd and signal eventfd edges, which the loop never reads): they are stale now, and
  *      would keep the host's fd readable (a signal delivered before the poll is found by its
- *      generation instead). Fd events stay level-triggered, so the pass still sees them; of those, the
- *      ones no source of the mode wants are parked (fd_table.c), so fds of other modes do not
- *      wake the host (CF waits on a port set per mode, so they never wake it either);
+ *      generation instead). Fd events stay level-triggered, so the pass still sees them; of
+ *      those, the ones no source of the mode wants are parked (fd_table.c), so fds of other modes
+ *      do not wake the host (CF waits on a port set per mode, so they never wake it either);
  *   2. claim SLEEPING (wake.c): from then on, the first wakeup posted writes the eventfd, and the
  *      host's fd becomes readable, exactly as it would end the loop's own wait; a PENDING found
  *      says a wakeup came since the last pass began: a pass is due now;

@@ -472,19 +472,21 @@ RL_API double rl_loop_get_spin(rl_loop_t *loop);
  * mode is ready, a timer of the mode is due (within its tolerance), a signal that a signal source
  * of the loop watches was delivered. (The loop unblocks its signals only during its own waits;
  * during the host's wait the thread's signal mask applies: a signal that every thread blocks
- * stays pending, and a host that wants it unblocks it on its thread or waits with ppoll.) The fd belongs to the loop:
- * do not read, close or add to it; it stays valid, with the same number, until the loop's thread
- * exits (in the child of fork, ask again: the child's loop has kernel objects of its own). It is
- * an epoll fd watching the loop's wait set, made at the first call (one fd per loop). Returns the
- * fd, or -EINVAL (NULL or dead loop), -EMFILE, -ENFILE, -ENOMEM. Any thread.
+ * stays pending, and a host that wants it unblocks it on its thread or waits with ppoll.) The
+ * fd belongs to the loop: do not read, close or add to it; it stays valid, with the same number,
+ * until the loop's thread exits (in the child of fork, ask again: the child's loop has kernel
+ * objects of its own). It is an epoll fd watching the loop's wait set, made at the first call
+ * (one fd per loop). Returns the fd, or -EINVAL (NULL or dead loop), -EMFILE, -ENFILE, -ENOMEM.
+ * Any thread.
  *
  * rl_loop_get_backend_timeout: seconds until a pass in mode is due: 0 when one is due now (a
  * wakeup posted since the last pass began, blocks queued for the mode, a signalled source of the
  * mode, a ready fd of the mode, a timer already due, a signal delivered for a signal source), -1
- * when nothing is scheduled (only a wakeup, an fd or a signal can make a pass due), else the time until the mode's earliest timer (pushed as late as
- * the timers' tolerances allow). A mode with no sources and no timers answers -1 (a run in it
- * returns RL_RUN_FINISHED at once; a wakeup that comes with a new item still makes the fd
- * readable). Only the calling thread's own loop: errors return NaN (test with isnan) and set
+ * when nothing is scheduled (only a wakeup, an fd or a signal can make a pass due), else the
+ * time until the mode's earliest timer (pushed as late as the timers' tolerances allow). A mode
+ * with no sources and no timers (an unknown one is created, as by any first use) answers -1: a
+ * run in it returns RL_RUN_FINISHED at once, and a wakeup that comes with a new item still makes
+ * the fd readable. Only the calling thread's own loop: errors return NaN (test with isnan) and set
  * errno: EINVAL (NULL or dead loop; NULL, empty or common mode name), EPERM (another thread's
  * loop: its poll would take the events that are to end that loop's own wait), ENOMEM.
  * What it does, and costs: one epoll_wait(0) (which takes the stale edges of earlier wakeups and
@@ -502,7 +504,10 @@ RL_API double rl_loop_get_spin(rl_loop_t *loop);
  * Compared with rl_run(): passes run with a zero timeout, so RL_BEFORE_WAITING and
  * RL_AFTER_WAITING observers are not called (the host waits, not the loop: as CFRunLoop's
  * polling passes, CFRunLoopRunInMode(mode, 0, ...)); RL_ENTRY and RL_EXIT bracket each pass.
- * rl_loop_stop() outside a pass is forgotten: the host decides when to stop. The query may be
+ * rl_loop_stop() outside a pass is forgotten: the host decides when to stop. CFRunLoop ignores a
+ * wakeup posted while its loop is not waiting (the next run looks at everything anyway); here the
+ * query is where the wait begins, as the host waits on the loop's behalf, so a wakeup posted after
+ * it is kept, and one posted before it is reported as a pass due now. The query may be
  * made from a callout of the same loop (a host loop nested in a callout); the outer run's next
  * wait restores what it parked. */
 RL_API int rl_loop_get_backend_fd(rl_loop_t *loop);
