@@ -7,6 +7,7 @@
 #   make check-asan | check-tsan | check-valgrind | install-check | conformance | swift-test
 #   make swift-experimental   the experimental executors product, in Tests/experimental-executors
 #   make examples [EXAMPLE=sub]   build and run examples/ (mk/examples.mk)
+#   make embed           a loop driven by a real GMainLoop through its backend fd (mk/embed.mk)
 #
 # Needs only a C compiler, ar and the usual tools; `test` also needs clang, swift, pkg-config.
 
@@ -184,6 +185,7 @@ test:
 	$(MAKE) --no-print-directory swift-test
 	$(MAKE) --no-print-directory swift-experimental
 	$(MAKE) --no-print-directory examples CC=gcc
+	$(MAKE) --no-print-directory embed CC=gcc
 	$(MAKE) --no-print-directory swift-sanitize
 	$(MAKE) --no-print-directory check-asan DEBUGFLAGS=-DRL_DEBUG
 	$(MAKE) --no-print-directory check-tsan DEBUGFLAGS=-DRL_DEBUG

@@ -106,6 +106,7 @@ void bench_fire_rate(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 void bench_cross_thread(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 void bench_scaling(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 void bench_perform(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
+void bench_spin(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 /* --memory-child: arm timers of one peer in this fresh process and print the RSS they cost. */
 int memory_child(peer_t *p, long timers, double cap_s, int cpu);
 /* --callgrind-pass: only the pass loop of one peer and scenario, for callgrind. */

@@ -6,7 +6,9 @@
  * Sources of every mode share the set. When a ready fd has no taker in the running mode (its
  * sources are all in other modes) its registration is narrowed to the running mode's interest
  * ("parked"; with no interest at all, edge-triggered, so a hang-up is reported once) so that a
- * level-triggered fd cannot spin the loop; every run entry and exit restores parked fds. Each
+ * level-triggered fd cannot spin the loop; parked fds get their full registration back as soon
+ * as a run (or a host's query, backend.c) is about another mode, and stay parked between runs
+ * of the same mode, so that they keep a host's backend fd quiet too. Each
  * registration carries a generation in epoll's data, so an event still queued for an fd that was
  * removed (and perhaps reused) is dropped.
  *
@@ -219,6 +221,11 @@ int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source) {
     return refresh(loop, w, source->fd);
 }
 
+void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source) {
+    rl_fd_watch *w = watch_for(loop, source->fd, false);
+    if (w && w->parked) (void)refresh(loop, w, source->fd); /* unparks it */
+}
+
 bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source) {
     rl_fd_watch *w = watch_for(loop, source->fd, false);
     size_t n = w ? entry_count(w) : 0;
@@ -236,6 +243,24 @@ static bool repeated_stale(rl_fd_table *t, uint64_t tag) {
     for (size_t i = 0; i < t->stale_before; i++) repeated |= t->stale[i] == tag;
     if (t->stale_now < RL_FD_STALE_TAGS) t->stale_next[t->stale_now++] = tag;
     return repeated;
+}
+
+/* Narrow the registration of a ready fd that no source of mode wants to what mode's sources
+ * want (none: edge-triggered, so a hang-up comes once), until a run or host asks about another
+ * mode. loop locked. */
+static void park(rl_loop_t *loop, rl_mode *mode, rl_fd_watch *w, int fd, bool mode_has_source,
+                 unsigned mode_interest) {
+    rl_fd_table *t = &loop->fds;
+    if (w->parked) return;
+    rl_fd_table_unpark_for(loop, mode); /* every parked fd is parked for one mode */
+    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)fd)) return;
+    unsigned narrowed = mode_has_source ? mode_interest : 0;
+    if (modify(loop, w, fd, narrowed, narrowed == 0) == 0 && in_set(w)) {
+        w->parked = true;
+        t->parked_mode = mode;
+    } else {
+        rl_ptrvec_remove(&t->parked, (void *)(uintptr_t)fd);
+    }
 }
 
 /* Take the sources of the running mode that event is for into out (retained, each with the
@@ -273,12 +298,38 @@ static void take(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *event, rl_
         }
         if (i == more) break;
     }
-    if (taken || w->parked) return;
-    /* Nobody in this mode wants what is ready: narrow until the mode changes. */
-    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)event->fd)) return;
-    unsigned narrowed = mode_has_source ? mode_interest : 0;
-    if (modify(loop, w, event->fd, narrowed, narrowed == 0) == 0 && in_set(w)) w->parked = true;
-    else rl_ptrvec_remove(&t->parked, (void *)(uintptr_t)event->fd);
+    if (!taken) park(loop, mode, w, event->fd, mode_has_source, mode_interest);
+}
+
+bool rl_fd_table_settle(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n) {
+    rl_fd_table *t = &loop->fds;
+    bool wanted = false;
+    for (int k = 0; k < n; k++) {
+        int fd = events[k].fd;
+        rl_fd_watch *w = (size_t)fd < t->size ? &t->watches[fd] : NULL;
+        if (!w || w->gen != events[k].gen) continue; /* stale: the pass's waits deal with those */
+        bool mode_has_source = false, wants = false;
+        unsigned mode_interest = 0;
+        size_t count = entry_count(w);
+        for (size_t i = 0; i < count; i++) {
+            void *e = *entry_at(w, i);
+            rl_source_t *s = source_of(e);
+            if (is_stale(e) || !atomic_load(&s->valid) || !rl_ptrset_contains(&mode->sources, s)) continue;
+            unsigned interest = atomic_load_explicit(&s->events, memory_order_relaxed);
+            mode_has_source = true;
+            mode_interest |= interest;
+            wants |= (events[k].events & (interest | RL_FD_ERROR)) != 0;
+        }
+        if (!wants) {
+            park(loop, mode, w, fd, mode_has_source, mode_interest);
+            continue;
+        }
+        wanted = true;
+        /* An edge-triggered registration (no interest: errors only) reports its event once, and
+         * this poll took it: a MOD queues it again while it lasts. Level-triggered ones stay. */
+        if (w->registered == 0) (void)modify(loop, w, fd, 0, true);
+    }
+    return wanted;
 }
 
 /* Register every watched fd in a new epoll set (rl_wait_renew made it). */

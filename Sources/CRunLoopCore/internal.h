@@ -321,6 +321,7 @@ typedef struct {
 typedef struct {
     int epfd, eventfd, timerfd;
     int sigfd;       /* the process's signal eventfd when watched (signal.c's), else -1 */
+    int hostfd;      /* an epoll set watching epfd, for a host loop (backend.c); -1 until asked */
     double armed;    /* the timerfd's deadline, INFINITY when disarmed */
 } rl_wait;
 
@@ -340,6 +341,10 @@ RL_HIDDEN int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, b
  * its fds again. 0, or -errno: then, with all, the old objects are closed all the same (the child
  * must not touch its parent's) and the loop cannot wait any more; without, nothing changed. */
 RL_HIDDEN int rl_wait_renew(rl_wait *w, bool all);
+/* The host's fd: an epoll set whose only member is the wait set (level-triggered), so it is
+ * readable while the wait set has an event ready, and its number outlives rl_wait_renew's new
+ * sets. Made at the first call; the fd, or -errno (EMFILE, ENFILE, ENOMEM). */
+RL_HIDDEN int rl_wait_host_fd(rl_wait *w);
 RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
 /* Arm the timerfd at an absolute rl_time_now() date (INFINITY disarms), if it differs. */
 RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
@@ -377,6 +382,7 @@ typedef struct {
     rl_fd_watch *watches;  /* indexed by fd */
     size_t size;
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
+    struct rl_mode *parked_mode; /* the mode they are narrowed for, while any is */
     atomic_size_t in_set;  /* how many fds the epoll set watches (rl_locked_count_add; read unlocked) */
     uint32_t next_gen;
     uint32_t waits;        /* waits that returned fd events */
@@ -392,6 +398,9 @@ RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
 /* After the source's interest changed: -EBADF when its fd was closed while registered. */
 RL_HIDDEN int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source);
 RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
+/* A source already attached joined one more mode: its fd, if parked (narrowed to a mode that had
+ * no source for it, perhaps the one it joined), gets its full registration back. */
+RL_HIDDEN void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source);
 struct rl_run_frame;
 /* Call out to the sources of the running mode that a wait's events are for, in ascending order
  * (ties: in the order the wait reported their fds, and sources of one fd in the order added),
@@ -399,10 +408,18 @@ struct rl_run_frame;
  * the epoll set when one keeps coming. Returns whether a source was called. n > 0; takes the
  * lock. */
 RL_HIDDEN bool rl_fd_table_dispatch(rl_loop_t *loop, struct rl_run_frame *run, const rl_wait_event *events, int n);
-/* Give every parked fd back its full registration (a run starts or ends): inline when none is
- * parked, the usual case. loop locked. */
+/* For a host's query (backend.c): of the events a poll of the wait set took, park the fds no
+ * source of mode wants, and queue again the edge-triggered events a source of mode wants (the
+ * poll consumed them; the pass's wait must see them). Returns whether a source of mode wants one.
+ * loop locked. */
+RL_HIDDEN bool rl_fd_table_settle(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n);
+/* Give every parked fd back its full registration. loop locked. */
 RL_HIDDEN void rl_fd_table_unpark_all(rl_loop_t *loop);
-static inline void rl_fd_table_unpark(rl_loop_t *loop);
+/* The same when the fds are parked for a mode other than mode (a run in mode starts or waits, a
+ * nested run returns to an outer one in mode, a host asks about mode): inline when none is
+ * parked, the usual case. Fds stay parked between runs in one mode, so that a host waiting on
+ * the backend fd between passes is not woken by fds of other modes. loop locked. */
+static inline void rl_fd_table_unpark_for(rl_loop_t *loop, struct rl_mode *mode);
 /* After fork, in the child: new kernel objects, every fd registered again. */
 RL_HIDDEN int rl_fd_table_renew(rl_loop_t *loop);
 RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
@@ -415,15 +432,21 @@ enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
 
 /* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
 RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
-/* Just before a blocking wait. After a busy pass, look for a wakeup for a moment first; then
- * claim to sleep. False when a wakeup has been posted since the pass began: do not block. */
-RL_HIDDEN bool rl_wake_try_sleep(rl_loop_t *loop);
+/* Just before a blocking wait until deadline (an rl_time_now() date, INFINITY: none). After a
+ * busy pass, look for a wakeup for a moment first (the loop's spin window, never past deadline);
+ * then claim to sleep. False when a wakeup has been posted since the pass began: do not block. */
+RL_HIDDEN bool rl_wake_try_sleep(rl_loop_t *loop, double deadline);
 /* After the wait that rl_wake_try_sleep allowed. */
 RL_HIDDEN void rl_wake_end_sleep(rl_loop_t *loop);
 /* A pass ends; busy: it performed signalled sources, whose producers tend to signal again soon. */
 RL_HIDDEN void rl_wake_end_pass(rl_loop_t *loop, bool busy);
 /* Wake loop if it sleeps or is about to (any thread; after queueing the work the wakeup is for). */
 RL_HIDDEN void rl_wake_post(rl_loop_t *loop);
+/* The spin window a new loop starts with: RL_SPIN_DEFAULT, or 0 on a machine (or an affinity
+ * mask) with one CPU, where spinning only keeps the waker from running. */
+RL_HIDDEN double rl_wake_default_spin(void);
+/* The CPU count rl_wake_default_spin goes by; tests set it (0: ask the system). */
+RL_HIDDEN extern _Atomic int rl_cpu_count_override;
 /* With loop->dead set: return once no waker is writing to the eventfd; none will from then on,
  * so the eventfd may be closed. */
 RL_HIDDEN void rl_wake_quiesce(rl_loop_t *loop);
@@ -479,6 +502,10 @@ struct rl_loop {
     rl_mode *default_mode;
     rl_ptrset common_sources, common_timers, common_observers;
     rl_run_frame *run;           /* innermost run, NULL when not running */
+    /* The mode a host last asked about (rl_loop_get_backend_timeout) while no run was under way:
+     * the mode the host sleeps for, whose timer changes rearm the timerfd. NULL once a run
+     * starts. Loop lock. */
+    rl_mode *host_mode;
     rl_link *deferred, *deferred_tail; /* drained links not yet performed (loop lock) */
     rl_block_queue common_blocks; /* blocks queued for RL_COMMON_MODES */
     uint64_t block_seq;
@@ -503,6 +530,7 @@ struct rl_loop {
     unsigned signal_seen;         /* loop thread */
     rl_ptrvec signal_links;       /* the links of those sources (loop lock) */
     sigset_t signal_accept;       /* their signals, taken while the loop sleeps (loop lock) */
+    _Atomic double spin;          /* the spin window in seconds (rl_loop_set_spin: any thread; relaxed) */
     rl_counters counters;
     rl_lag lag;
 };
@@ -520,8 +548,8 @@ static inline void rl_cpu_relax(void) {
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
-static inline void rl_fd_table_unpark(rl_loop_t *loop) {
-    if (loop->fds.parked.count) rl_fd_table_unpark_all(loop);
+static inline void rl_fd_table_unpark_for(rl_loop_t *loop, rl_mode *mode) {
+    if (loop->fds.parked.count && loop->fds.parked_mode != mode) rl_fd_table_unpark_all(loop);
 }
 
 static inline rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
@@ -584,6 +612,9 @@ RL_HIDDEN void rl_sources_share_held(rl_loop_t *loop, rl_run_frame *outer);
 static inline void rl_sources_share_ready(rl_loop_t *loop, rl_run_frame *outer) {
     if (outer && outer->unperformed) rl_sources_share_held(loop, outer);
 }
+/* Whether a pass in mode would find a signalled source to perform (or signals not yet sorted
+ * by mode: a pass sorts them). loop locked. */
+RL_HIDDEN bool rl_sources_signalled_in(rl_loop_t *loop, rl_mode *mode);
 /* Free the links of a loop being destroyed that are still queued (all dead by then). */
 RL_HIDDEN void rl_links_free_queued(rl_loop_t *loop);
 

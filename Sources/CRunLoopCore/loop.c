@@ -46,6 +46,7 @@ static rl_loop_t *loop_create(void) {
     }
     pthread_mutex_init(&loop->lock, NULL);
     loop->default_mode->common = true;
+    atomic_init(&loop->spin, rl_wake_default_spin());
     rl_loops_register(loop);
     return loop;
 }
@@ -231,11 +232,12 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
 
 void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode) {
     rl_run_frame *run = loop->run;
-    /* The loop's own thread rearms before it next waits; only another thread must rearm now,
-     * for the mode the loop may be sleeping in. */
-    if (!run || run->mode != mode || rl_tls_loop == loop || loop->dead) return;
+    /* The loop's own thread rearms before it next waits (or before its host next polls); only
+     * another thread must rearm now, for the mode the loop, or its host, may be sleeping in. */
+    rl_mode *sleeping = run ? run->mode : loop->host_mode;
+    if (sleeping != mode || rl_tls_loop == loop || loop->dead) return;
     double deadline = rl_timers_wake_date(mode);
-    if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+    if (run && run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
     /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
      * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding
      * and removing timers that are not the earliest costs none. */

@@ -71,7 +71,7 @@ static inline bool poll_state_is_idle(rl_loop_t *loop, rl_mode *mode, poll_state
 static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
     pthread_mutex_lock(&loop->lock);
     loop->run = run->outer;
-    rl_fd_table_unpark(loop);
+    if (run->outer) rl_fd_table_unpark_for(loop, run->outer->mode);
     pthread_mutex_unlock(&loop->lock);
     rl_ptrvec_free(&run->ready);
     rl_ready_vec_free(&run->sources);
@@ -94,6 +94,8 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     sigset_t accept;
     if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
+        /* A host's query made in a callout may have parked fds for its own mode. */
+        rl_fd_table_unpark_for(loop, run->mode);
         read_poll_state(loop, run->mode, state);
         if (!poll) {
             deadline = rl_timers_wake_date(run->mode);
@@ -126,7 +128,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
      * loop. (An edge left queued for the eventfd or timerfd just ends a later wait early.) */
     if (!block && !state->watching_fds) return 0;
 
-    if (block) block = rl_wake_try_sleep(loop);
+    if (block) block = rl_wake_try_sleep(loop, deadline);
     double before = block ? rl_time_now() : 0;
     bool woken;
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
@@ -222,7 +224,8 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     }
     run.outer = loop->run;
     loop->run = &run;
-    rl_fd_table_unpark(loop);
+    loop->host_mode = NULL; /* the host (if any) is not waiting while the loop runs */
+    rl_fd_table_unpark_for(loop, run.mode);
     poll_state state;
     read_poll_state(loop, run.mode, &state); /* so that a run that polls locks no more till its end */
     pthread_mutex_unlock(&loop->lock);

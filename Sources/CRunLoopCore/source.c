@@ -194,6 +194,7 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
      * first looked) is performed as a signal made then. */
     if (s->version == 0 && s->signo && rl_source_watch_pending(s)) atomic_fetch_or(&s->signalled, RL_SIGNAL_SET);
     if (s->version == 0 && atomic_load(&s->signalled)) rl_link_enqueue(l);
+    if (s->version == 1) rl_fd_table_joined(loop, s);
     return 0;
 }
 
@@ -201,9 +202,9 @@ static int source_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
  * in the set): joining one more mode is only the mode's set. Its links are not looked at (only
  * the loop is locked); a signalled source's link is queued already, until it is performed. */
 static int source_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
-    (void)loop;
     int rc = rl_ptrset_add(&mode->sources, item);
     if (rc > 0) rl_mode_items_changed(mode, 1, false);
+    if (rc > 0 && ((rl_source_t *)item)->version == 1) rl_fd_table_joined(loop, (rl_source_t *)item);
     return rc < 0 ? rc : rc == 0 ? -EEXIST : 0;
 }
 
@@ -239,7 +240,9 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_source_lock(s);
     pthread_mutex_lock(&loop->lock);
     rc = rl_members_add(loop, &rl_source_kind, &s->obj, name, &joined);
-    for (size_t i = 0; !rc && i < joined.count; i++) wake |= loop->run && loop->run->mode == joined.items[i];
+    /* The mode the loop runs in, or its host waits for (backend.c). */
+    rl_mode *awaited = loop->run ? loop->run->mode : loop->host_mode;
+    for (size_t i = 0; !rc && i < joined.count; i++) wake |= awaited && awaited == joined.items[i];
     wake = wake && s->version == 0 && atomic_load(&s->signalled);
     pthread_mutex_unlock(&loop->lock);
     rl_source_unlock(s);
@@ -462,6 +465,14 @@ static void take_ready(rl_loop_t *loop, rl_run_frame *run, rl_ready_vec *ready) 
         }
     }
     loop->deferred_tail = last;
+}
+
+bool rl_sources_signalled_in(rl_loop_t *loop, rl_mode *mode) {
+    if (atomic_load(&loop->signalled)) return true;
+    for (rl_link *l = loop->deferred; l; l = l->next) /* queued links: no signaller writes next */
+        if (!(atomic_load(&l->state) & RL_LINK_DEAD) && rl_ptrset_contains(&mode->sources, l->source))
+            return true;
+    return false;
 }
 
 void rl_sources_share_held(rl_loop_t *loop, rl_run_frame *outer) {

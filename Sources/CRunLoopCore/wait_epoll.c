@@ -52,10 +52,11 @@ static int new_set(int eventfd, int timerfd, int sigfd) {
 }
 
 static void close_all(rl_wait *w) {
+    if (w->hostfd >= 0) close(w->hostfd);
     if (w->epfd >= 0) close(w->epfd);
     if (w->eventfd >= 0) close(w->eventfd);
     if (w->timerfd >= 0) close(w->timerfd);
-    w->epfd = w->eventfd = w->timerfd = -1;
+    w->epfd = w->eventfd = w->timerfd = w->hostfd = -1;
 }
 
 int rl_wait_watch_signals(rl_wait *w, int fd) {
@@ -72,7 +73,7 @@ void rl_wait_unwatch_signals(rl_wait *w) {
 }
 
 int rl_wait_init(rl_wait *w) {
-    w->epfd = -1;
+    w->epfd = w->hostfd = -1;
     w->sigfd = -1;
     w->armed = INFINITY;
     w->eventfd = rl_fault_fails(EMFILE) ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -95,6 +96,13 @@ int rl_wait_renew(rl_wait *w, bool all) {
     if (!all) {
         int epfd = new_set(w->eventfd, w->timerfd, w->sigfd);
         if (epfd < 0) return epfd;
+        /* The host's set watches the new one from now on (closing the old one drops it there). */
+        struct epoll_event ev = {.events = EPOLLIN};
+        if (w->hostfd >= 0 && epoll_ctl(w->hostfd, EPOLL_CTL_ADD, epfd, &ev) < 0) {
+            int err = errno;
+            close(epfd);
+            return -err;
+        }
         close(w->epfd);
         w->epfd = epfd;
         return 0;
@@ -107,6 +115,21 @@ int rl_wait_renew(rl_wait *w, bool all) {
     w->sigfd = sigfd;
     if (rc == 0 && sigfd >= 0 && (rc = rl_wait_watch_signals(w, sigfd))) close_all(w);
     return rc;
+}
+
+int rl_wait_host_fd(rl_wait *w) {
+    if (w->hostfd >= 0) return w->hostfd;
+    int fd = rl_fault_fails(EMFILE) ? -1 : epoll_create1(EPOLL_CLOEXEC);
+    if (fd < 0) return -errno;
+    /* Level-triggered: the host's poll asks the wait set whether an event is ready, and neither
+     * takes nor hides one from the loop's own epoll_wait. */
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (epoll_ctl(fd, EPOLL_CTL_ADD, w->epfd, &ev) < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    return w->hostfd = fd;
 }
 
 static uint32_t to_epoll(unsigned events) {

@@ -51,15 +51,51 @@
  * Spinning. A loop whose last pass performed signalled sources looks for PENDING for a moment
  * before it claims to sleep: producers come in bursts, and a wakeup seen while spinning costs
  * the waker no write(2) and the loop no sleep. It has not claimed SLEEPING while it spins, so a
- * waker then only sets PENDING. An idle loop never spins.
+ * waker then only sets PENDING. An idle loop never spins. The window is the loop's own
+ * (rl_loop_set_spin; 0 on a one-CPU machine, where the spinner would only keep the waker off the
+ * CPU) and ends early at the wait's deadline.
  */
 #include "internal.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <sched.h>
+#include <unistd.h>
 
-/* How long a loop that was just busy looks for more work before it sleeps: well under the cost
- * of a sleep and a wakeup (about 20-40 us on a VM), well over a producer's cross-core signal. */
-#define RL_SPIN_BEFORE_SLEEP 5e-6
+/* How long a loop that was just busy looks for more work before it sleeps, unless told otherwise
+ * (rl_loop_set_spin): well under the cost of a sleep and a wakeup (about 20-40 us on a VM), well
+ * over a producer's cross-core signal. */
+#define RL_SPIN_DEFAULT 5e-6
+/* The longest window rl_loop_set_spin accepts (larger ones are clamped): while it spins, the loop
+ * sees wakeups but not fd readiness, so a window bounds how late an fd event can be seen. */
+#define RL_SPIN_MAX 1e-3
+
+_Atomic int rl_cpu_count_override;
+
+/* CPUs this process may run on: the online ones, fewer if the affinity mask says so. */
+static int cpu_count(void) {
+    int forced = atomic_load_explicit(&rl_cpu_count_override, memory_order_relaxed);
+    if (forced > 0) return forced;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = online > 0 ? (int)(online < INT_MAX ? online : INT_MAX) : 1;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < n) n = CPU_COUNT(&set);
+    return n;
+}
+
+double rl_wake_default_spin(void) { return cpu_count() > 1 ? RL_SPIN_DEFAULT : 0; }
+
+int rl_loop_set_spin(rl_loop_t *loop, double seconds) {
+    if (!loop || isnan(seconds) || seconds < 0) return -EINVAL;
+    if (seconds > RL_SPIN_MAX) seconds = RL_SPIN_MAX;
+    atomic_store_explicit(&loop->spin, seconds, memory_order_relaxed);
+    return 0;
+}
+
+double rl_loop_get_spin(rl_loop_t *loop) {
+    return loop ? atomic_load_explicit(&loop->spin, memory_order_relaxed) : 0;
+}
 
 static bool pending(rl_loop_t *loop) {
     return atomic_load_explicit(&loop->wake_state, memory_order_relaxed) & RL_WAKE_PENDING;
@@ -69,9 +105,13 @@ void rl_wake_begin_pass(rl_loop_t *loop) { atomic_store(&loop->wake_state, 0); }
 
 void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
 
-/* Look for a wakeup for up to RL_SPIN_BEFORE_SLEEP; whether one came. */
-static bool spin_for_wakeup(rl_loop_t *loop) {
-    double until = rl_time_now() + RL_SPIN_BEFORE_SLEEP;
+/* Look for a wakeup for the loop's spin window, but not past deadline (a timer due then must not
+ * wait for the window to end); whether one came. */
+static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
+    double window = atomic_load_explicit(&loop->spin, memory_order_relaxed);
+    if (!(window > 0)) return pending(loop);
+    double until = rl_time_now() + window;
+    if (deadline < until) until = deadline;
     while (!pending(loop)) {
         for (int i = 0; i < 16; i++) rl_cpu_relax();
         if (rl_time_now() >= until) break;
@@ -79,8 +119,8 @@ static bool spin_for_wakeup(rl_loop_t *loop) {
     return pending(loop);
 }
 
-bool rl_wake_try_sleep(rl_loop_t *loop) {
-    if (loop->wake_spin && spin_for_wakeup(loop)) return false;
+bool rl_wake_try_sleep(rl_loop_t *loop, double deadline) {
+    if (loop->wake_spin && spin_for_wakeup(loop, deadline)) return false;
     unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
     if (!(old & RL_WAKE_PENDING)) return true;
     atomic_fetch_and(&loop->wake_state, ~RL_WAKE_SLEEPING); /* not sleeping after all */

@@ -87,8 +87,9 @@
  *   when its earliest deadline has changed, so timers added and fired by polling passes cost no
  *   system call. A wakeup costs one write(2), and only when the loop sleeps. A loop that has
  *   just performed signalled sources looks for another wakeup for up to 5 microseconds before
- *   it sleeps, which keeps a busy producer from paying for a sleep and a wakeup per signal; an
- *   idle loop never spins, nor does a pass that only polls. A pass of a waiting run that
+ *   it sleeps (its spin window: rl_loop_set_spin; none on a one-CPU machine), which keeps a busy
+ *   producer from paying for a sleep and a wakeup per signal; an idle loop never spins, nor does
+ *   a pass that only polls. A pass of a waiting run that
  *   performs a signalled source, in a mode with no timer and no fd watched, takes the lock once
  *   (to take the signalled sources) and makes no system call: about 400 instructions a source
  *   besides what its perform callout does.
@@ -297,7 +298,8 @@ RL_API void rl_loop_stop(rl_loop_t *loop);
 /* Wake loop if it is waiting, so that it makes a pass. Costs a write(2) only when the loop
  * sleeps and no other wakeup is already on its way; otherwise it costs no system call. */
 RL_API void rl_loop_wakeup(rl_loop_t *loop);
-/* True while loop is waiting (between RL_BEFORE_WAITING and RL_AFTER_WAITING). */
+/* True while loop is waiting (between RL_BEFORE_WAITING and RL_AFTER_WAITING), or while a host
+ * loop waits for it (from rl_loop_get_backend_timeout until the next pass begins). */
 RL_API bool rl_loop_is_waiting(rl_loop_t *loop);
 
 /* Mark mode as common: every item in RL_COMMON_MODES is added to it now and later. Marking
@@ -450,6 +452,91 @@ typedef struct {
  * lag->size says how many it filled. -EINVAL: a NULL loop or lag, a size smaller than this
  * first version of the struct, an unknown flag. Any thread; see "Loop lag" above. */
 RL_API int rl_loop_get_lag(rl_loop_t *loop, rl_loop_lag_t *lag, size_t size, unsigned flags);
+
+/* ---- Spinning before sleeping ------------------------------------------------------------ */
+
+/* How long loop looks for another wakeup before it sleeps, after a pass that performed signalled
+ * sources (its "spin window"). A wakeup posted within the window is taken at once: the waker
+ * makes no write(2) and the loop no sleep, so a producer that signals again within the window
+ * reaches the loop in about the time a cache line takes to cross cores (under 2 us), against
+ * 20-50 us for waking a sleeping thread (benchmarks/README.md, `spin`). The spin ends early when
+ * a wakeup comes or at the wait's deadline (a due timer, the run's timeout), never later.
+ *   Cost: while it spins, the loop's thread keeps its CPU busy: after each busy pass that is not
+ *   followed by more work, one window of CPU time (5 us by default: 0.5% of a CPU at 1000 busy
+ *   passes a second; 50 us: 5%; 1 ms: all of it at 1000 a second). An idle loop never spins, nor
+ *   does a pass that only polls, nor a pass of timers or fd sources alone: idle CPU stays zero
+ *   once the window after the last signal has passed. While it spins the loop sees wakeups but
+ *   not fd readiness: an fd that becomes ready during the window is seen when it ends.
+ *   Values: 0 never spins (the loop blocks in epoll_wait at once after a busy pass). The default
+ *   is 5e-6 (5 us), or 0 when the process can run on one CPU only (online CPUs or its affinity
+ *   mask, at the loop's creation), where the spinner would only keep the waker off the CPU.
+ *   Windows over 1e-3 (1 ms), INFINITY included, are clamped to 1 ms. Errors: -EINVAL for a
+ *   NULL loop, a NaN or negative window. Any thread; it takes effect the next time the loop is
+ *   about to sleep (a spin under way keeps the window it began with). A dead loop accepts it. */
+RL_API int rl_loop_set_spin(rl_loop_t *loop, double seconds);
+/* The spin window of loop in seconds (as clamped); 0 for NULL. Any thread. */
+RL_API double rl_loop_get_spin(rl_loop_t *loop);
+
+/* ---- Driving the loop from another event loop ------------------------------------------- */
+
+/* A host loop (GLib, Qt, libuv, a game loop) can drive a loop instead of rl_run(): on the loop's
+ * thread, each iteration of the host
+ *     1. t = rl_loop_get_backend_timeout(loop, mode);
+ *     2. waits until fd = rl_loop_get_backend_fd(loop) is readable, for at most t seconds
+ *        (t == 0: do not wait; t == -1: no timeout), along with its own sources;
+ *     3. calls rl_run_in_mode(mode, 0, false) when fd is readable or t has passed (calling it
+ *        every iteration is also fine: a pass with nothing to do costs about 330 instructions).
+ * Step 1 must come right before each wait: it is what makes the fd report wakeups (see below).
+ * Rounding t down to the host's granularity (milliseconds) wakes it early for nothing; round up:
+ * the fd itself becomes readable at the timer's date, with nanosecond precision.
+ *
+ * rl_loop_get_backend_fd: an fd to poll for reading (poll, epoll, select, g_source_add_unix_fd,
+ * QSocketNotifier). It is readable when a pass is due: a wakeup was posted after step 1
+ * (rl_loop_wakeup; a cross-thread rl_source_signal or rl_loop_perform followed by it, as always;
+ * rl_loop_stop does not apply, as no run is under way while the host waits), an fd source of the
+ * mode is ready, a timer of the mode is due (within its tolerance), a signal that a signal source
+ * of the loop watches was delivered. (The loop unblocks its signals only during its own waits;
+ * during the host's wait the thread's signal mask applies: a signal that every thread blocks
+ * stays pending, and a host that wants it unblocks it on its thread or waits with ppoll.) The
+ * fd belongs to the loop: do not read, close or add to it; it stays valid, with the same number,
+ * until the loop's thread exits (in the child of fork, ask again: the child's loop has kernel
+ * objects of its own). It is an epoll fd watching the loop's wait set, made at the first call
+ * (one fd per loop). Returns the fd, or -EINVAL (NULL or dead loop), -EMFILE, -ENFILE, -ENOMEM.
+ * Any thread.
+ *
+ * rl_loop_get_backend_timeout: seconds until a pass in mode is due: 0 when one is due now (a
+ * wakeup posted since the last pass began, blocks queued for the mode, a signalled source of the
+ * mode, a ready fd of the mode, a timer already due, a signal delivered for a signal source), -1
+ * when nothing is scheduled (only a wakeup, an fd or a signal can make a pass due), else the
+ * time until the mode's earliest timer (pushed as late as the timers' tolerances allow). A mode
+ * with no sources and no timers (an unknown one is created, as by any first use) answers -1: a
+ * run in it returns RL_RUN_FINISHED at once, and a wakeup that comes with a new item still makes
+ * the fd readable. Only the calling thread's own loop: errors return NaN (test with isnan) and set
+ * errno: EINVAL (NULL or dead loop; NULL, empty or common mode name), EPERM (another thread's
+ * loop: its poll would take the events that are to end that loop's own wait), ENOMEM.
+ * What it does, and costs: one epoll_wait(0) (which takes the stale edges of earlier wakeups and
+ * timer expiries, so that they do not keep the fd readable), the loop's lock once, and a
+ * timerfd_settime when the mode's earliest timer changed. It marks the loop as sleeping for the
+ * host, so that rl_loop_wakeup writes the eventfd, as for a loop asleep in its own wait
+ * (rl_loop_is_waiting is then true, until the next pass begins), and adding a timer or a
+ * signalled source to mode from another thread wakes the host, as it would wake the loop.
+ * It also parks the fds whose events no source of mode wants (their registration is narrowed
+ * to mode's interest until a run or query is about another mode), so fd sources of other modes
+ * do not keep the fd readable: after the first event of such an fd, the host is not woken by it
+ * again while it drives the same mode. It never spins (rl_loop_set_spin is for the loop's own
+ * waits) and calls no observer.
+ *
+ * Compared with rl_run(): passes run with a zero timeout, so RL_BEFORE_WAITING and
+ * RL_AFTER_WAITING observers are not called (the host waits, not the loop: as CFRunLoop's
+ * polling passes, CFRunLoopRunInMode(mode, 0, ...)); RL_ENTRY and RL_EXIT bracket each pass.
+ * rl_loop_stop() outside a pass is forgotten: the host decides when to stop. CFRunLoop ignores a
+ * wakeup posted while its loop is not waiting (the next run looks at everything anyway); here the
+ * query is where the wait begins, as the host waits on the loop's behalf, so a wakeup posted after
+ * it is kept, and one posted before it is reported as a pass due now. The query may be
+ * made from a callout of the same loop (a host loop nested in a callout); the outer run's next
+ * wait restores what it parked. */
+RL_API int rl_loop_get_backend_fd(rl_loop_t *loop);
+RL_API double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *mode);
 
 /* ---- Sources ------------------------------------------------------------------------------- */
 

@@ -1,0 +1,239 @@
+/*
+ * t_spin.c - the spin before sleeping (rl_loop_set_spin): bad input and the clamp, the default
+ * (5 us, 0 with one CPU: the CPU count is injected through rl_cpu_count_override), a window of 0
+ * that sleeps at once after a busy pass, a long window that takes a wakeup posted within it
+ * without sleeping, and a window cut short by a due timer.
+ */
+#include "rlt.h"
+#include "../../Sources/CRunLoopCore/internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void nap(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+RLT_TEST(spin_rejects_bad_input_and_clamps_huge_windows) {
+    rl_loop_t *loop = rl_loop_get_current();
+    RLT_CHECK_EQ(rl_loop_set_spin(NULL, 1e-5), -EINVAL);
+    RLT_CHECK(rl_loop_get_spin(NULL) == 0);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 2e-5), 0);
+    RLT_CHECK(rl_loop_get_spin(loop) == 2e-5);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, -1e-6), -EINVAL);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, NAN), -EINVAL);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, -INFINITY), -EINVAL);
+    RLT_CHECK(rl_loop_get_spin(loop) == 2e-5); /* a failed call changes nothing */
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e9), 0);
+    RLT_CHECK(rl_loop_get_spin(loop) == 1e-3);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, INFINITY), 0);
+    RLT_CHECK(rl_loop_get_spin(loop) == 1e-3);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e-3), 0);
+    RLT_CHECK(rl_loop_get_spin(loop) == 1e-3);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 0), 0);
+    RLT_CHECK(rl_loop_get_spin(loop) == 0);
+}
+
+static void *spin_of_new_loop(void *arg) {
+    *(double *)arg = rl_loop_get_spin(rl_loop_get_current());
+    return NULL;
+}
+
+static double spin_of_a_new_thread(void) {
+    double spin = -1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, spin_of_new_loop, &spin) == 0) pthread_join(th, NULL);
+    return spin;
+}
+
+RLT_TEST(the_default_spin_is_5us_and_none_with_one_cpu) {
+    atomic_store(&rl_cpu_count_override, 1);
+    double one = spin_of_a_new_thread();
+    atomic_store(&rl_cpu_count_override, 2);
+    double two = spin_of_a_new_thread();
+    atomic_store(&rl_cpu_count_override, 0);
+    RLT_CHECK(one == 0);
+    RLT_CHECK(two == 5e-6);
+    /* This machine, as the system says. */
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < online ? CPU_COUNT(&set) : (int)online;
+    RLT_CHECK(spin_of_a_new_thread() == (cpus > 1 ? 5e-6 : 0));
+}
+
+/* ---- a loop thread performing a source; the test thread signals it in pairs ---------------- */
+
+typedef struct {
+    pthread_t th;
+    _Atomic(rl_loop_t *) loop;
+    rl_source_t *source;
+    _Atomic double performed_at;
+    atomic_int performed;
+    atomic_bool quit;
+    double spin;
+    int cpu;     /* to pin the loop's thread to, or -1 */
+} spinner_t;
+
+static void performed(void *info) {
+    spinner_t *w = info;
+    atomic_store(&w->performed_at, rl_time_now());
+    atomic_fetch_add(&w->performed, 1);
+}
+
+/* Pin the calling thread to the n-th CPU it may use (a spinning loop and the thread timing it
+ * must not share one CPU, or the one waits for the other's spin to end); false if there is none. */
+static int nth_cpu(const cpu_set_t *set, int n) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, set) && !n--) return cpu;
+    return -1;
+}
+
+static bool pin_to(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return cpu >= 0 && sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+static void *spinner_main(void *arg) {
+    spinner_t *w = arg;
+    if (w->cpu >= 0) pin_to(w->cpu);
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_loop_set_spin(loop, w->spin);
+    rl_loop_add_source(loop, w->source, RL_DEFAULT_MODE);
+    atomic_store(&w->loop, rl_retain(loop)); /* the test thread's: it stops the loop as it exits */
+    double deadline = rl_time_now() + 60; /* safety bound */
+    /* Long runs: a run's timeout ends a spin early too (it is the wait's deadline). */
+    while (!atomic_load(&w->quit) && rl_time_now() < deadline) rl_run_in_mode(RL_DEFAULT_MODE, 10, false);
+    rl_loop_remove_source(loop, w->source, RL_DEFAULT_MODE);
+    return NULL;
+}
+
+/* Spins: a yield would hand this CPU to another process for a whole time slice. */
+static bool wait_performed(spinner_t *w, int count) {
+    double deadline = rl_time_now() + 5;
+    while (atomic_load(&w->performed) < count)
+        if (rl_time_now() > deadline) return false;
+        else rl_cpu_relax();
+    return true;
+}
+
+/* Pairs of signals: the second is posted between 0.1 and 0.5 ms after the first was performed
+ * (by the clocks of both threads; a pair whose second signal came later, the test thread having
+ * been preempted, does not count). *counted receives how many pairs counted; returns how many
+ * of their second signals needed an eventfd write (the loop was asleep), or -1. */
+static int second_signals_that_woke_a_sleeper(double spin, int cpu, int wanted, int *counted) {
+    spinner_t w;
+    memset(&w, 0, sizeof w);
+    w.spin = spin;
+    w.cpu = cpu;
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.info = &w;
+    sc.perform = performed;
+    w.source = rl_source_create(0, &sc);
+    if (!w.source || pthread_create(&w.th, NULL, spinner_main, &w) != 0) return -1;
+    while (!atomic_load(&w.loop)) sched_yield();
+    rl_loop_t *loop = atomic_load(&w.loop);
+    int woke = 0, done = 0;
+    bool lost = false;
+    *counted = 0;
+    for (int i = 0; i < 400 && *counted < wanted && !lost; i++) {
+        nap(0.002); /* past any window: the loop sleeps */
+        rl_source_signal(w.source);
+        rl_loop_wakeup(loop);
+        if ((lost = !wait_performed(&w, ++done))) break;
+        double at = atomic_load(&w.performed_at), now;
+        while ((now = rl_time_now()) < at + 1e-4) rl_cpu_relax();
+        rl_loop_stats_t before, after;
+        rl_loop_get_stats(loop, &before);
+        rl_source_signal(w.source);
+        rl_loop_wakeup(loop);
+        rl_loop_get_stats(loop, &after);
+        if (now < at + 5e-4) {
+            ++*counted;
+            woke += after.wakeup_writes != before.wakeup_writes;
+        }
+        lost = !wait_performed(&w, ++done);
+    }
+    atomic_store(&w.quit, true);
+    rl_loop_stop(loop);
+    pthread_join(w.th, NULL);
+    rl_release(loop);
+    rl_release(w.source);
+    return lost ? -1 : woke;
+}
+
+RLT_TEST(a_zero_spin_sleeps_at_once_and_a_long_one_takes_a_wakeup_within_its_window) {
+    cpu_set_t mine;
+    RLT_CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    /* The loop on one CPU, this thread (a thread of the test's own) on another. */
+    bool two_cpus = CPU_COUNT(&mine) >= 2 && pin_to(nth_cpu(&mine, 1));
+    int cpu = two_cpus ? nth_cpu(&mine, 0) : -1;
+    int zero_pairs, long_pairs;
+    int zero = second_signals_that_woke_a_sleeper(0, cpu, 20, &zero_pairs);
+    int long_window = second_signals_that_woke_a_sleeper(1e-3, cpu, 20, &long_pairs);
+    if (two_cpus && long_pairs < 5) /* a burst of outside load: once more */
+        long_window = second_signals_that_woke_a_sleeper(1e-3, cpu, 20, &long_pairs);
+    sched_setaffinity(0, sizeof mine, &mine);
+    if (!two_cpus) { /* one CPU: a spinner keeps the signaller off it; only the no-spin half holds */
+        RLT_CHECK(zero >= zero_pairs / 2);
+        return;
+    }
+    RLT_CHECK(zero >= 0 && long_window >= 0);
+    if (zero_pairs < 5 || long_pairs < 5) /* else the machine is too loaded to tell */
+        rlt_fail(__FILE__, __LINE__, "pairs that counted: %d with no spin, %d with 1 ms", zero_pairs, long_pairs);
+    if (zero_pairs < 5 || long_pairs < 5) return;
+    /* With 1 ms, a wakeup posted within the window always finds the loop spinning, preempted or
+     * not: it looks for PENDING once more after its window ends. With 0, the loop is asleep
+     * 0.1 ms after a perform unless it was preempted right after it: most pairs write. */
+    if (long_window != 0 || zero < zero_pairs / 2)
+        rlt_fail(__FILE__, __LINE__, "wakeup writes for the second signal: %d of %d with no spin, %d of %d with 1 ms",
+                 zero, zero_pairs, long_window, long_pairs);
+}
+
+static void fired_at(rl_timer_t *t, void *info) {
+    (void)t;
+    *(double *)info = rl_time_now();
+    rl_loop_stop(rl_loop_get_current());
+}
+
+static void nothing(void *info) { (void)info; }
+
+RLT_TEST(a_due_timer_ends_the_spin_early) {
+    rl_loop_t *loop = rl_loop_get_current();
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e-3), 0);
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.perform = nothing;
+    rl_source_t *s = rl_source_create(0, &sc);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
+    double late_sum = 0;
+    int rounds = 20, late = 0;
+    for (int i = 0; i < rounds; i++) {
+        double when = 0;
+        rl_context_t ctx = {.info = &when};
+        double date = rl_time_now() + 1e-4;
+        rl_timer_t *t = rl_timer_create(date, 0, 0, fired_at, &ctx);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, t, RL_DEFAULT_MODE), 0);
+        rl_source_signal(s); /* a busy pass first: the next wait spins, up to the timer */
+        RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false), RL_RUN_STOPPED); /* by the timer */
+        rl_release(t);
+        RLT_CHECK(when >= date);
+        late_sum += when - date;
+        late += when - date > 8e-4;
+    }
+    rl_source_invalidate(s);
+    rl_release(s);
+    /* Without the deadline the spin would run its whole millisecond: every timer 0.9 ms late. */
+    if (late > rounds / 2)
+        rlt_fail(__FILE__, __LINE__, "%d of %d timers were more than 0.8 ms late (mean %.0f us)", late, rounds,
+                 late_sum / rounds * 1e6);
+}
