@@ -175,6 +175,7 @@ struct rl_source {
     int signo;                 /* the signal watched, 0 for none; immutable */
     atomic_uint seen;          /* deliveries of signo accounted for (signal.c) */
     int pid;                   /* process; immutable */
+    int owner;                 /* process: the process that made it (getpid()); immutable */
     int pidfd;                 /* process: its pidfd, -1 for none or once closed (source lock) */
     union {                    /* the user's callback; immutable */
         rl_signal_callback_t signal;

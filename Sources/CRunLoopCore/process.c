@@ -71,6 +71,12 @@ static bool reap(rl_source_t *s, int *status) {
 /* Reaped: stop for good first (a nested run in the callback must not find the pidfd readable
  * again), then call back. The caller holds a reference across it. */
 static bool finish(rl_source_t *s) {
+    if (getpid() != s->owner) {
+        /* Inherited through fork: the child is the creator's to reap and report, not ours (our
+         * waitid would only say ECHILD). Stop watching it here, silently. */
+        rl_source_invalidate(s);
+        return true;
+    }
     int status;
     if (!reap(s, &status)) return false;
     rl_source_invalidate(s);
@@ -106,6 +112,7 @@ rl_source_t *rl_source_create_process(int pid, long order, rl_process_callback_t
     if (!s) return NULL;
     s->kind = RL_SOURCE_PROCESS;
     s->pid = pid;
+    s->owner = getpid();
     s->pidfd = open_pidfd(pid);
     if (s->pidfd >= 0) {
         s->version = 1;

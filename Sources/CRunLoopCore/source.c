@@ -241,6 +241,9 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rc = rl_members_add(loop, &rl_source_kind, &s->obj, name, &joined);
     for (size_t i = 0; !rc && i < joined.count; i++) wake |= loop->run && loop->run->mode == joined.items[i];
     wake = wake && s->version == 0 && atomic_load(&s->signalled);
+    /* A watching source changes the signals the loop takes while it sleeps, which a sleeping
+     * wait read before: wake it to sleep again with them, in whatever mode it runs. */
+    wake |= rc == 0 && s->signo && loop->run;
     pthread_mutex_unlock(&loop->lock);
     rl_source_unlock(s);
     for (size_t i = 0; i < joined.count; i++) schedule_callout(s, false, loop, ((rl_mode *)joined.items[i])->name);

@@ -785,3 +785,100 @@ RLT_TEST(signal_trap_raised_by_an_instruction_still_kills_when_it_would_have) {
     report_child(status);
 #endif
 }
+
+/* ---- a source added to a sleeping loop -------------------------------------------------------- */
+
+static atomic_int sleeping_calls;
+static _Atomic(rl_loop_t *) sleeping_loop;
+static void sleeping_cb(rl_source_t *source, int signo, unsigned count, void *info) {
+    (void)source, (void)signo, (void)info;
+    atomic_fetch_add(&sleeping_calls, (int)count);
+}
+static void nothing(void *info) { (void)info; }
+
+static void *sleep_in_loop(void *arg) {
+    (void)arg;
+    rl_source_context_t c = { .perform = nothing };
+    rl_source_t *keep = rl_source_create(0, &c);
+    rl_loop_add_source(rl_loop_get_current(), keep, DEF);
+    atomic_store(&sleeping_loop, rl_loop_get_current());
+    double end = rl_time_now() + 10;
+    while (atomic_load(&sleeping_calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 10.0, true);
+    rl_release(keep);
+    return NULL;
+}
+
+/* Every thread blocks SIGUSR1 (libdispatch's way): only the sleeping loop can take it, which it
+ * does only if its wait accepts it. */
+static int added_to_sleeping_loop_child(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    pthread_t th = tt_spawn(sleep_in_loop, NULL);
+    while (!atomic_load(&sleeping_loop)) tt_sleep(0.001);
+    if (!tt_wait_sleeping(atomic_load(&sleeping_loop), 5)) return 10;
+    rl_source_t *s = rl_source_create_signal(SIGUSR1, 0, sleeping_cb, NULL);
+    if (!s) return 11;
+    if (rl_loop_add_source(atomic_load(&sleeping_loop), s, DEF)) return 12;
+    kill(getpid(), SIGUSR1);
+    double end = rl_time_now() + 3;
+    while (atomic_load(&sleeping_calls) == 0 && rl_time_now() < end) tt_sleep(0.005);
+    int calls = atomic_load(&sleeping_calls);
+    rl_loop_wakeup(atomic_load(&sleeping_loop)); /* let a failing run end */
+    tt_join(th);
+    rl_source_invalidate(s);
+    rl_release(s);
+    return calls == 1 ? 0 : 13;
+}
+
+RLT_TEST(signal_source_added_to_a_sleeping_loop_is_taken_without_another_wakeup) {
+    report_child(in_child(added_to_sleeping_loop_child));
+}
+
+/* ---- SIGCHLD with SA_NOCLDSTOP before --------------------------------------------------------- */
+
+static atomic_int nocldstop_calls;
+static void nocldstop_handler(int signo, siginfo_t *info, void *context) {
+    (void)signo, (void)info, (void)context;
+    atomic_fetch_add(&nocldstop_calls, 1);
+}
+
+static int nocldstop_child(void) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = nocldstop_handler;
+    a.sa_flags = SA_SIGINFO | SA_NOCLDSTOP | SA_RESTART;
+    if (sigaction(SIGCHLD, &a, NULL)) return 10;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    sig_log log = {0};
+    rl_source_t *s = add_signal(DEF, SIGCHLD, &log);
+    if (!s) return 11;
+    pid_t kid = fork();
+    if (kid == 0) {
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)kid, &si, WSTOPPED | WNOWAIT) < 0 && errno == EINTR) {}
+    double end = rl_time_now() + 5;
+    while (atomic_load(&log.calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 0.1, true);
+    int heard = atomic_load(&log.calls), told = atomic_load(&nocldstop_calls);
+    kill(kid, SIGKILL); /* never left stopped, whatever happened */
+    int status;
+    while (waitpid(kid, &status, 0) < 0 && errno == EINTR) {}
+    if (heard != 1) return 12; /* the source hears of the stop */
+    if (told != 0) return 13;  /* the handler asked not to */
+    if (atomic_load(&nocldstop_calls) != 1) return 14; /* but of the exit, yes */
+    rl_source_invalidate(s);
+    rl_release(s);
+    return 0;
+}
+
+RLT_TEST(signal_sigchld_handler_with_sa_nocldstop_is_not_told_of_stops) {
+    report_child(in_child(nocldstop_child));
+}
