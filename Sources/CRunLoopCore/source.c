@@ -392,6 +392,10 @@ int rl_source_set_fd_events(rl_source_t *s, unsigned events) {
     if (!s || s->version != 1 || s->kind || !atomic_load(&s->valid) ||
         (events & ~(unsigned)(RL_FD_READABLE | RL_FD_WRITABLE | RL_FD_ERROR)))
         return -EINVAL;
+    return rl_source_watch_fd(s, events);
+}
+
+int rl_source_watch_fd(rl_source_t *s, unsigned events) {
     int rc = 0;
     rl_source_lock(s);
     atomic_store(&s->events, events & (RL_FD_READABLE | RL_FD_WRITABLE));

@@ -563,3 +563,28 @@ static int fallback_added_to_sleeping_loop_child(void) {
 RLT_TEST(process_fallback_source_added_to_a_sleeping_loop_takes_sigchld) {
     report_child(in_child(fallback_added_to_sleeping_loop_child));
 }
+
+/* A readable pidfd that yields nothing to reap (forced here; a child ptraced by another process
+ * in life): the loop sleeps meanwhile, and reports the child once it can be reaped. */
+RLT_TEST(process_readable_pidfd_with_nothing_to_reap_does_not_spin_the_loop) {
+    pid_t pid = child_exiting(12, NULL);
+    RLT_CHECK(pid > 0);
+    RLT_CHECK(wait_zombie(pid));
+    rl_process_force_unreapable(true);
+    proc_log log = {0};
+    rl_source_t *s = add_process(pid, &log);
+    RLT_CHECK(s != NULL);
+    rl_loop_stats_t before, after;
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &before), 0);
+    double end = rl_time_now() + 0.3;
+    while (rl_time_now() < end) rl_run_in_mode(DEF, 0.3, true);
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &after), 0);
+    rl_process_force_unreapable(false);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 0);
+    RLT_CHECK(after.passes - before.passes < 200); /* a pass per retry, not one per microsecond */
+    run_until_called(&log);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 1);
+    RLT_CHECK(WIFEXITED(log.status) && WEXITSTATUS(log.status) == 12);
+    RLT_CHECK(reaped_already(pid));
+    rl_release(s);
+}
