@@ -23,7 +23,15 @@
  * announces itself in in_handler before it reads the eventfd's number, and the closer stores -1
  * as the number, then waits for in_handler to drop to 0 (wake.c's wake_writers protocol): either
  * the handler reads -1 and writes nothing, or the closer waits for its write. The number is never
- * written after it is closed (and reused by another file).
+ * written after it is closed (and reused by another file). The handler stops counting itself
+ * before it calls the handler it chains to, which may never return (siglongjmp, exit): the wait
+ * covers only the library's own instructions, so it is short.
+ *
+ * Chaining. What ours found is kept in one of two slots, published by an index: an install
+ * fills the other slot, publishes it, and only then installs ours (reading the disposition
+ * first, apart), so a delivery at any moment reads a whole slot that describes what was in
+ * place. A slot is filled again only two installs later, and every release in between waited
+ * for the handlers counted, so none still reads it.
  */
 #include "internal.h"
 
