@@ -524,7 +524,7 @@ static void *sleep_in_loop(void *arg) {
     (void)arg;
     rl_source_t *keep = tt_add_source(DEF, 0, "k");
     (void)keep;
-    atomic_store(&fallback_loop, rl_loop_get_current());
+    atomic_store(&fallback_loop, rl_retain(rl_loop_get_current())); /* woken after this thread is gone */
     double end = rl_time_now() + 10;
     while (atomic_load(&fallback_calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 10.0, true);
     return NULL;
@@ -556,6 +556,7 @@ static int fallback_added_to_sleeping_loop_child(void) {
     int calls = atomic_load(&fallback_calls);
     rl_loop_wakeup(atomic_load(&fallback_loop));
     tt_join(th);
+    rl_release(atomic_load(&fallback_loop));
     rl_release(s);
     return calls == 1 ? 0 : 16;
 }

@@ -801,7 +801,7 @@ static void *sleep_in_loop(void *arg) {
     rl_source_context_t c = { .perform = nothing };
     rl_source_t *keep = rl_source_create(0, &c);
     rl_loop_add_source(rl_loop_get_current(), keep, DEF);
-    atomic_store(&sleeping_loop, rl_loop_get_current());
+    atomic_store(&sleeping_loop, rl_retain(rl_loop_get_current())); /* woken after this thread is gone */
     double end = rl_time_now() + 10;
     while (atomic_load(&sleeping_calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 10.0, true);
     rl_release(keep);
@@ -827,6 +827,7 @@ static int added_to_sleeping_loop_child(void) {
     int calls = atomic_load(&sleeping_calls);
     rl_loop_wakeup(atomic_load(&sleeping_loop)); /* let a failing run end */
     tt_join(th);
+    rl_release(atomic_load(&sleeping_loop));
     rl_source_invalidate(s);
     rl_release(s);
     return calls == 1 ? 0 : 13;
