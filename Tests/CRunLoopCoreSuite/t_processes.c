@@ -562,6 +562,13 @@ static int fallback_added_to_sleeping_loop_child(void) {
 }
 
 RLT_TEST(process_fallback_source_added_to_a_sleeping_loop_takes_sigchld) {
+#if defined(__SANITIZE_THREAD__)
+    return; /* TSan: no thread in the child of a threaded fork */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return;
+#endif
+#endif
     report_child(in_child(fallback_added_to_sleeping_loop_child));
 }
 
