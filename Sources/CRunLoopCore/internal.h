@@ -172,9 +172,12 @@ struct rl_source {
      * one on it (the fd callback is process.c's), and one without watches SIGCHLD. */
     uint8_t kind;              /* RL_SOURCE_*; immutable */
     bool reaped;               /* process: its exit status was taken (source lock) */
+    bool parked;               /* process: pidfd unwatched until a retry timer fires (source lock) */
+    unsigned char parks;       /* process: how many times it was parked (source lock) */
     int signo;                 /* the signal watched, 0 for none; immutable */
     atomic_uint seen;          /* deliveries of signo accounted for (signal.c) */
     int pid;                   /* process; immutable */
+    int owner;                 /* process: the process that made it (getpid()); immutable */
     int pidfd;                 /* process: its pidfd, -1 for none or once closed (source lock) */
     union {                    /* the user's callback; immutable */
         rl_signal_callback_t signal;
@@ -233,6 +236,10 @@ RL_HIDDEN bool rl_process_perform(rl_source_t *source);
 RL_HIDDEN void rl_process_end(rl_source_t *source);
 /* Tests: make rl_source_create_process behave as if the kernel had no pidfd_open. */
 RL_HIDDEN void rl_process_force_fallback(bool on);
+/* Tests: make a readable pidfd yield nothing to reap, as for a child ptraced by another process. */
+RL_HIDDEN void rl_process_force_unreapable(bool on);
+/* An fd source's events, whatever its kind (source.c): rl_source_set_fd_events without checks. */
+RL_HIDDEN int rl_source_watch_fd(rl_source_t *source, unsigned events);
 
 /* What a signal or process source holds (its signal, its pidfd) goes when it is invalidated or
  * destroyed, whichever comes first (source.c calls it once). */

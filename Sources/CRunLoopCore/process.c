@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,9 +22,10 @@
 #define SYS_pidfd_open 434 /* the same number on every architecture */
 #endif
 
-static atomic_bool forced_fallback;
+static atomic_bool forced_fallback, forced_unreapable;
 
 void rl_process_force_fallback(bool on) { atomic_store(&forced_fallback, on); }
+void rl_process_force_unreapable(bool on) { atomic_store(&forced_unreapable, on); }
 
 /* A pidfd for pid, or -1 with errno (ENOSYS: use the fallback). */
 static int open_pidfd(int pid) {
@@ -50,7 +52,7 @@ static int wait_status(const siginfo_t *si) {
 static bool reap(rl_source_t *s, int *status) {
     bool done = false;
     rl_source_lock(s);
-    if (!s->reaped) {
+    if (!s->reaped && !atomic_load(&forced_unreapable)) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
         int rc;
@@ -71,6 +73,12 @@ static bool reap(rl_source_t *s, int *status) {
 /* Reaped: stop for good first (a nested run in the callback must not find the pidfd readable
  * again), then call back. The caller holds a reference across it. */
 static bool finish(rl_source_t *s) {
+    if (getpid() != s->owner) {
+        /* Inherited through fork: the child is the creator's to reap and report, not ours (our
+         * waitid would only say ECHILD). Stop watching it here, silently. */
+        rl_source_invalidate(s);
+        return true;
+    }
     int status;
     if (!reap(s, &status)) return false;
     rl_source_invalidate(s);
@@ -78,9 +86,48 @@ static bool finish(rl_source_t *s) {
     return true;
 }
 
+static const void *retain_source(const void *info) { return rl_retain((void *)info); }
+static void release_source(const void *info) { rl_release((void *)info); }
+
+static void unpark(rl_timer_t *timer, void *info) {
+    (void)timer;
+    rl_source_t *s = info;
+    rl_source_lock(s);
+    s->parked = false;
+    rl_source_unlock(s);
+    if (atomic_load(&s->valid)) rl_source_watch_fd(s, RL_FD_READABLE);
+}
+
+/* The pidfd is readable, so the child has exited, yet waitid gives nothing: a tracer (ptrace) of
+ * another process must wait for it first, or (Linux 5.3, P_PID) someone else reaped it and its
+ * pid went to a running child. The pidfd stays readable (level): watched, it would make every
+ * pass find it again, at full CPU. So stop watching it and look again after a pause doubling from
+ * 10 ms to 1 s, by a timer in the loop and mode that saw it. Without a timer (ENOMEM) it stays
+ * watched: a spin, but nothing lost. */
+static void park(rl_source_t *s) {
+    rl_loop_t *loop = rl_loop_get_current();
+    char *mode = loop ? rl_loop_copy_current_mode(loop) : NULL;
+    double pause = 1.0;
+    rl_source_lock(s);
+    bool now = mode && !s->parked && !s->reaped;
+    if (now) {
+        s->parked = true;
+        if (s->parks < 7) pause = 0.01 * (double)(1u << s->parks++);
+    }
+    rl_source_unlock(s);
+    if (now) {
+        rl_source_watch_fd(s, 0);
+        rl_context_t c = { s, retain_source, release_source };
+        rl_timer_t *t = rl_timer_create(rl_time_now() + pause, 0, 0, unpark, &c);
+        if (!t || rl_loop_add_timer(loop, t, mode)) unpark(t, s);
+        rl_release(t);
+    }
+    free(mode);
+}
+
 static void pidfd_ready(rl_source_t *s, int fd, unsigned events, void *info) {
     (void)fd, (void)events, (void)info;
-    finish(s);
+    if (!finish(s)) park(s);
 }
 
 bool rl_process_perform(rl_source_t *s) {
@@ -106,6 +153,7 @@ rl_source_t *rl_source_create_process(int pid, long order, rl_process_callback_t
     if (!s) return NULL;
     s->kind = RL_SOURCE_PROCESS;
     s->pid = pid;
+    s->owner = getpid();
     s->pidfd = open_pidfd(pid);
     if (s->pidfd >= 0) {
         s->version = 1;

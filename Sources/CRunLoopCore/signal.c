@@ -23,7 +23,15 @@
  * announces itself in in_handler before it reads the eventfd's number, and the closer stores -1
  * as the number, then waits for in_handler to drop to 0 (wake.c's wake_writers protocol): either
  * the handler reads -1 and writes nothing, or the closer waits for its write. The number is never
- * written after it is closed (and reused by another file).
+ * written after it is closed (and reused by another file). The handler stops counting itself
+ * before it calls the handler it chains to, which may never return (siglongjmp, exit): the wait
+ * covers only the library's own instructions, so it is short.
+ *
+ * Chaining. What ours found is kept in one of two slots, published by an index: an install
+ * fills the other slot, publishes it, and only then installs ours (reading the disposition
+ * first, apart), so a delivery at any moment reads a whole slot that describes what was in
+ * place. A slot is filled again only two installs later, and every release in between waited
+ * for the handlers counted, so none still reads it.
  */
 #include "internal.h"
 
@@ -42,14 +50,37 @@ static atomic_uint deliveries[NSIG];
 static atomic_int event_fd = -1;
 static atomic_uint in_handler;
 
-/* Guards watchers, users, previous and the eventfd's creation and closing. A leaf: nothing else
- * is locked while it is held, and the handler never takes it. */
+typedef void (*any_handler)(void);
+
+/* Guards watchers, users, found (the slot no handler reads), displaced_by, and the eventfd's
+ * creation and closing. A leaf: nothing else is locked while it is held, and the handler never
+ * takes it. */
 static pthread_mutex_t signals_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned watchers[NSIG];             /* sources holding each signal's handler */
 static unsigned users;                      /* sources holding any: the eventfd lives while > 0 */
-static struct sigaction previous[NSIG];     /* the disposition found, while watchers > 0 */
+/* The disposition the last install of ours found, which the handler chains to and the last
+ * source puts back. Two slots: an install fills the one at 1 - found_at, then publishes it, so a
+ * handler never reads a slot being written (see install). spent: a one-shot (SA_RESETHAND)
+ * handler in that slot was called once already, so it now counts as SIG_DFL, as the kernel would
+ * have reset it. */
+static struct sigaction found[NSIG][2];
+static atomic_uchar found_at[NSIG];
+static atomic_bool spent[NSIG][2];
+/* The function that had replaced ours when the last source of the signal went (NULL for none):
+ * it may call ours (chaining to what it found, as ours does), so a later first source does not
+ * install over it while it stays in place, which would make the two call each other for ever. */
+static any_handler displaced_by[NSIG];
 
 unsigned rl_signal_deliveries(int signo) { return atomic_load(&deliveries[signo]); }
+
+static any_handler handler_of(const struct sigaction *a) {
+    return a->sa_flags & SA_SIGINFO ? (any_handler)a->sa_sigaction : (any_handler)a->sa_handler;
+}
+
+static bool is_function(const struct sigaction *a) {
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+                                      : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
 
 static void post(int fd) {
     uint64_t one = 1;
@@ -61,11 +92,17 @@ static void post(int fd) {
     }
 }
 
-/* Raised by the kernel for the instruction that faulted: returning would run it again. */
+/* Raised by the kernel for the instruction that faulted (or trapped), not sent. */
 static bool is_fault(int signo, const siginfo_t *info) {
     bool synchronous = signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL ||
                        signo == SIGTRAP || signo == SIGSYS;
     return synchronous && info && info->si_code > 0;
+}
+
+/* What SA_NOCLDSTOP spares a SIGCHLD handler: stops, continues and ptrace stops. */
+static bool is_child_stop(int signo, const siginfo_t *info) {
+    return signo == SIGCHLD && info &&
+           (info->si_code == CLD_STOPPED || info->si_code == CLD_CONTINUED || info->si_code == CLD_TRAPPED);
 }
 
 static void on_signal(int signo, siginfo_t *info, void *context) {
@@ -75,23 +112,96 @@ static void on_signal(int signo, siginfo_t *info, void *context) {
     atomic_fetch_add(&rl_signal_generation, 1);
     int fd = atomic_load(&event_fd);
     if (fd >= 0) post(fd);
-    const struct sigaction *before = &previous[signo];
-    if (before->sa_flags & SA_SIGINFO) {
-        if (before->sa_sigaction) before->sa_sigaction(signo, info, context);
-    } else if (before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN) {
-        before->sa_handler(signo);
+    /* Read what to chain to while counted (no install rewrites it meanwhile), then stop counting
+     * before calling it: it may never return (siglongjmp, exit), and a count left raised would
+     * make the next release wait for ever. */
+    unsigned at = atomic_load(&found_at[signo]);
+    const struct sigaction *before = &found[signo][at];
+    int flags = before->sa_flags;
+    bool call = is_function(before);
+    void (*action)(int, siginfo_t *, void *) = before->sa_sigaction;
+    void (*handler)(int) = before->sa_handler;
+    if (call && (flags & SA_NOCLDSTOP) && is_child_stop(signo, info)) call = false; /* it asked not to hear of them */
+    else if (call && (flags & SA_RESETHAND) && atomic_exchange(&spent[signo][at], true)) call = false; /* SIG_DFL now */
+    atomic_fetch_sub(&in_handler, 1);
+    if (call) {
+        if (flags & SA_SIGINFO) action(signo, info, context);
+        else handler(signo);
     } else if (is_fault(signo, info)) {
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        sigaction(signo, &dfl, NULL); /* async-signal-safe; the fault comes again and kills */
+        sigaction(signo, &dfl, NULL); /* async-signal-safe; a fault comes again and kills */
+        /* A trap (x86's int3 resumes after it) or a seccomp SIGSYS (the call was skipped) does
+         * not come again by itself: send it, to be taken with the default action on return. */
+        if (signo == SIGTRAP || signo == SIGSYS) raise(signo);
     }
-    atomic_fetch_sub(&in_handler, 1);
     errno = saved_errno;
 }
 
 static void quiesce(void) {
     while (atomic_load(&in_handler)) sched_yield(); /* a handler is running on another thread */
+}
+
+/* Put ours in front of signo's disposition, unless it is in the chain already: 0 or -errno.
+ * signals_lock held, watchers[signo] == 0. */
+static int install(int signo) {
+    struct sigaction now;
+    if (sigaction(signo, NULL, &now) < 0) return -errno;
+    any_handler h = handler_of(&now);
+    if (h == (any_handler)on_signal) { /* left in place by a handler that was over it, and restored since */
+        displaced_by[signo] = NULL;
+        return 0;
+    }
+    if (displaced_by[signo] && h == displaced_by[signo]) return 0; /* it still calls ours */
+    displaced_by[signo] = NULL;
+    /* Fill the slot no handler reads: the last release waited for every handler counted, and
+     * one that starts later reads the published slot. Publish it before ours is in place, so
+     * that a delivery at the install's return (a signal pending during the call) chains to it. */
+    unsigned next = 1u - atomic_load(&found_at[signo]);
+    found[signo][next] = now;
+    atomic_store(&spent[signo][next], false);
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = on_signal;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    if (is_function(&now)) {
+        /* Its handler runs inside ours: with its mask, and its interrupted calls restarted or
+         * not, as before. */
+        mine.sa_mask = now.sa_mask;
+        mine.sa_flags |= now.sa_flags & (SA_RESTART | SA_NODEFER);
+    } else {
+        sigemptyset(&mine.sa_mask);
+        mine.sa_flags |= SA_RESTART;
+    }
+    /* A SIGCHLD ignored or with SA_NOCLDWAIT had its children reaped by the kernel: keep it so. */
+    if (signo == SIGCHLD && ((!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN) || (now.sa_flags & SA_NOCLDWAIT)))
+        mine.sa_flags |= SA_NOCLDWAIT;
+    atomic_store(&found_at[signo], (unsigned char)next);
+    if (sigaction(signo, &mine, NULL) < 0) {
+        int err = errno;
+        atomic_store(&found_at[signo], (unsigned char)(1u - next));
+        return -err;
+    }
+    return 0;
+}
+
+/* The last source of signo went: put back what ours found if ours is still in place; else
+ * remember what replaced it. signals_lock held. */
+static void uninstall(int signo) {
+    struct sigaction now;
+    if (sigaction(signo, NULL, &now) < 0) return;
+    if (handler_of(&now) != (any_handler)on_signal) {
+        displaced_by[signo] = is_function(&now) ? handler_of(&now) : NULL;
+        return;
+    }
+    unsigned at = atomic_load(&found_at[signo]);
+    struct sigaction back = found[signo][at];
+    if ((back.sa_flags & SA_RESETHAND) && is_function(&back) && atomic_load(&spent[signo][at])) {
+        memset(&back, 0, sizeof back); /* the one-shot handler ran: the kernel would have reset it */
+        back.sa_handler = SIG_DFL;
+    }
+    sigaction(signo, &back, NULL);
 }
 
 int rl_signal_acquire(int signo) {
@@ -102,18 +212,12 @@ int rl_signal_acquire(int signo) {
         if (fd < 0) rc = -errno;
         else atomic_store(&event_fd, fd);
     }
-    if (rc == 0 && watchers[signo] == 0) {
-        struct sigaction mine;
-        memset(&mine, 0, sizeof mine);
-        mine.sa_sigaction = on_signal;
-        mine.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-        sigemptyset(&mine.sa_mask);
-        if (sigaction(signo, &mine, &previous[signo]) < 0) {
-            rc = -errno;
-            if (users == 0) {
-                close(atomic_exchange(&event_fd, -1)); /* no handler of ours was installed */
-            }
-        }
+    if (rc == 0 && watchers[signo] == 0 && (rc = install(signo)) && users == 0) {
+        /* A handler of ours for another signal, left in place by something installed over it,
+         * may be running and about to write the number. */
+        int fd = atomic_exchange(&event_fd, -1);
+        quiesce();
+        close(fd);
     }
     if (rc == 0) {
         watchers[signo]++;
@@ -125,18 +229,13 @@ int rl_signal_acquire(int signo) {
 
 void rl_signal_release(int signo) {
     pthread_mutex_lock(&signals_lock);
-    if (--watchers[signo] == 0) {
-        struct sigaction now;
-        /* Put back what the first source found, unless someone installed a handler over ours. */
-        if (sigaction(signo, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal)
-            sigaction(signo, &previous[signo], NULL);
-    }
+    if (--watchers[signo] == 0) uninstall(signo);
     if (--users == 0) {
         int fd = atomic_exchange(&event_fd, -1);
         quiesce();
         close(fd);
     } else if (watchers[signo] == 0) {
-        quiesce(); /* previous[signo] may be written again by the next first source */
+        quiesce(); /* the slot the next install fills may be the one a counted handler reads */
     }
     pthread_mutex_unlock(&signals_lock);
 }

@@ -244,6 +244,9 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_mode *awaited = loop->run ? loop->run->mode : loop->host_mode;
     for (size_t i = 0; !rc && i < joined.count; i++) wake |= awaited && awaited == joined.items[i];
     wake = wake && s->version == 0 && atomic_load(&s->signalled);
+    /* A watching source changes the signals the loop takes while it sleeps, which a sleeping
+     * wait read before: wake it to sleep again with them, in whatever mode it runs. */
+    wake |= rc == 0 && s->signo && loop->run;
     pthread_mutex_unlock(&loop->lock);
     rl_source_unlock(s);
     for (size_t i = 0; i < joined.count; i++) schedule_callout(s, false, loop, ((rl_mode *)joined.items[i])->name);
@@ -392,6 +395,10 @@ int rl_source_set_fd_events(rl_source_t *s, unsigned events) {
     if (!s || s->version != 1 || s->kind || !atomic_load(&s->valid) ||
         (events & ~(unsigned)(RL_FD_READABLE | RL_FD_WRITABLE | RL_FD_ERROR)))
         return -EINVAL;
+    return rl_source_watch_fd(s, events);
+}
+
+int rl_source_watch_fd(rl_source_t *s, unsigned events) {
     int rc = 0;
     rl_source_lock(s);
     atomic_store(&s->events, events & (RL_FD_READABLE | RL_FD_WRITABLE));

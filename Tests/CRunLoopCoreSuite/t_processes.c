@@ -432,3 +432,167 @@ RLT_TEST(process_out_of_fds_fails_with_emfile_and_the_loop_keeps_working) {
     RLT_CHECK(WIFEXITED(status));
     RLT_CHECK_EQ(WEXITSTATUS(status), 0);
 }
+
+/* ---- what else in the process reaps, forks, sleeps ------------------------------------------ */
+
+static int in_child(int (*fn)(void)) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        alarm(20);
+        _exit(fn());
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return status;
+}
+
+static void report_child(int status) {
+    if (WIFSIGNALED(status)) rlt_fail(__FILE__, __LINE__, "child killed by signal %d", WTERMSIG(status));
+    else if (!WIFEXITED(status) || WEXITSTATUS(status)) rlt_fail(__FILE__, __LINE__, "child exited %d", WEXITSTATUS(status));
+}
+
+/* SIGCHLD ignored: the kernel reaps, in the fallback too, so the status is lost (-1). */
+static int ignored_sigchld_child(void) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    if (sigaction(SIGCHLD, &ign, NULL)) return 10;
+    int gate[2];
+    if (pipe2(gate, O_CLOEXEC)) return 11;
+    pid_t kid = child_exiting(5, gate);
+    close(gate[0]);
+    rl_process_force_fallback(true);
+    proc_log log = {0};
+    rl_source_t *s = add_process(kid, &log);
+    rl_process_force_fallback(false);
+    if (!s) return 12;
+    close(gate[1]);
+    run_until_called(&log);
+    if (atomic_load(&log.calls) != 1) return 13;
+    if (log.status != -1) return 14;
+    if (!reaped_already(kid)) return 15;
+    rl_release(s);
+    return 0;
+}
+
+RLT_TEST(process_fallback_with_sigchld_ignored_keeps_the_kernel_reaping) {
+    report_child(in_child(ignored_sigchld_child));
+}
+
+/* A forked copy of the process inherits the source and its loop: the exit is the creator's. */
+RLT_TEST(process_source_inherited_by_a_forked_child_does_not_fire_there) {
+    int gate[2];
+    RLT_CHECK_EQ(pipe2(gate, O_CLOEXEC), 0);
+    pid_t worker = child_exiting(8, gate);
+    RLT_CHECK(worker > 0);
+    close(gate[0]);
+    proc_log log = {0};
+    rl_source_t *s = add_process(worker, &log);
+    RLT_CHECK(s != NULL);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t copy = fork();
+    RLT_CHECK(copy >= 0);
+    if (copy == 0) {
+        close(gate[1]);
+        double end = rl_time_now() + 3;
+        while (rl_source_is_valid(s) && rl_time_now() < end) rl_run_in_mode(DEF, 0.1, true);
+        /* It saw the exit (invalidated), and said nothing of it. */
+        _exit(!rl_source_is_valid(s) && atomic_load(&log.calls) == 0 ? 0 : 1);
+    }
+    close(gate[1]);
+    run_until_called(&log);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 1);
+    RLT_CHECK(WIFEXITED(log.status) && WEXITSTATUS(log.status) == 8);
+    int status = 0;
+    RLT_CHECK_EQ(waitpid(copy, &status, 0), copy);
+    RLT_CHECK(WIFEXITED(status));
+    RLT_CHECK_EQ(WEXITSTATUS(status), 0);
+    rl_release(s);
+}
+
+static atomic_int fallback_calls;
+static _Atomic(rl_loop_t *) fallback_loop;
+static void fallback_cb(rl_source_t *source, int pid, int status, void *info) {
+    (void)source, (void)pid, (void)status, (void)info;
+    atomic_fetch_add(&fallback_calls, 1);
+}
+static void *sleep_in_loop(void *arg) {
+    (void)arg;
+    rl_source_t *keep = tt_add_source(DEF, 0, "k");
+    (void)keep;
+    atomic_store(&fallback_loop, rl_retain(rl_loop_get_current())); /* woken after this thread is gone */
+    double end = rl_time_now() + 10;
+    while (atomic_load(&fallback_calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 10.0, true);
+    return NULL;
+}
+
+/* Fallback, every thread blocking SIGCHLD: only the sleeping loop can take it. */
+static int fallback_added_to_sleeping_loop_child(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int gate[2];
+    if (pipe2(gate, O_CLOEXEC)) return 10;
+    pid_t kid = child_exiting(1, gate);
+    close(gate[0]);
+    pthread_t th = tt_spawn(sleep_in_loop, NULL);
+    while (!atomic_load(&fallback_loop)) tt_sleep(0.001);
+    if (!tt_wait_sleeping(atomic_load(&fallback_loop), 5)) return 11;
+    rl_process_force_fallback(true);
+    rl_source_t *s = rl_source_create_process(kid, 0, fallback_cb, NULL);
+    rl_process_force_fallback(false);
+    if (!s) return 12;
+    if (rl_loop_add_source(atomic_load(&fallback_loop), s, DEF)) return 14;
+    tt_sleep(0.2);
+    if (!tt_wait_sleeping(atomic_load(&fallback_loop), 5)) return 15;
+    close(gate[1]);
+    double end = rl_time_now() + 3;
+    while (atomic_load(&fallback_calls) == 0 && rl_time_now() < end) tt_sleep(0.005);
+    int calls = atomic_load(&fallback_calls);
+    rl_loop_wakeup(atomic_load(&fallback_loop));
+    tt_join(th);
+    rl_release(atomic_load(&fallback_loop));
+    rl_release(s);
+    return calls == 1 ? 0 : 16;
+}
+
+RLT_TEST(process_fallback_source_added_to_a_sleeping_loop_takes_sigchld) {
+#if defined(__SANITIZE_THREAD__)
+    return; /* TSan: no thread in the child of a threaded fork */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return;
+#endif
+#endif
+    report_child(in_child(fallback_added_to_sleeping_loop_child));
+}
+
+/* A readable pidfd that yields nothing to reap (forced here; a child ptraced by another process
+ * in life): the loop sleeps meanwhile, and reports the child once it can be reaped. */
+RLT_TEST(process_readable_pidfd_with_nothing_to_reap_does_not_spin_the_loop) {
+    pid_t pid = child_exiting(12, NULL);
+    RLT_CHECK(pid > 0);
+    RLT_CHECK(wait_zombie(pid));
+    rl_process_force_unreapable(true);
+    proc_log log = {0};
+    rl_source_t *s = add_process(pid, &log);
+    RLT_CHECK(s != NULL);
+    rl_loop_stats_t before, after;
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &before), 0);
+    double end = rl_time_now() + 0.3;
+    while (rl_time_now() < end) rl_run_in_mode(DEF, 0.3, true);
+    RLT_CHECK_EQ(rl_loop_get_stats(rl_loop_get_current(), &after), 0);
+    rl_process_force_unreapable(false);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 0);
+    RLT_CHECK(after.passes - before.passes < 200); /* a pass per retry, not one per microsecond */
+    run_until_called(&log);
+    RLT_CHECK_EQ(atomic_load(&log.calls), 1);
+    RLT_CHECK(WIFEXITED(log.status) && WEXITSTATUS(log.status) == 12);
+    RLT_CHECK(reaped_already(pid));
+    rl_release(s);
+}

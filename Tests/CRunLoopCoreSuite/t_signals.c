@@ -9,11 +9,25 @@
  */
 #include "ttrace.h"
 
+#include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define DEF RL_DEFAULT_MODE
+
+#if defined(__SANITIZE_THREAD__)
+#define SIG_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SIG_TSAN 1
+#endif
+#endif
+#ifndef SIG_TSAN
+#define SIG_TSAN 0
+#endif
 
 typedef struct {
     atomic_int calls;
@@ -527,4 +541,356 @@ RLT_TEST(signal_source_keeps_working_in_a_forked_child) {
     RLT_CHECK_EQ(atomic_load(&log.calls), 1);
     rl_source_invalidate(s);
     rl_release(s);
+}
+
+/* ---- handlers around ours: chains, one-shots, masks, jumps, faults ---------------------------- */
+
+/* Run fn in a forked child, bounded by an alarm (a hang is killed by SIGALRM); its wait status. */
+static int in_child(int (*fn)(void)) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        alarm(20);
+        _exit(fn());
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return status;
+}
+
+static bool exited_zero(int status) { return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+static void report_child(int status) {
+    if (WIFSIGNALED(status)) rlt_fail(__FILE__, __LINE__, "child killed by signal %d", WTERMSIG(status));
+    else if (!exited_zero(status)) rlt_fail(__FILE__, __LINE__, "child exited %d", WEXITSTATUS(status));
+}
+
+static struct sigaction over_found;
+static atomic_int over_calls;
+
+/* Installed over the library's handler, and calls what it found there, as a polite handler does. */
+static void chaining_over(int signo, siginfo_t *info, void *context) {
+    atomic_fetch_add(&over_calls, 1);
+    if (over_found.sa_flags & SA_SIGINFO) over_found.sa_sigaction(signo, info, context);
+}
+
+static int install_chaining_over(int signo) {
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = chaining_over;
+    mine.sa_flags = SA_SIGINFO;
+    return sigaction(signo, &mine, &over_found);
+}
+
+/* Sources of SIGUSR1 go 1 -> 0 -> 1 with a chaining handler over ours: one call of each. */
+static int chained_over_ours_child(void) {
+    take_signals();
+    sig_log log = {0};
+    rl_source_t *first = add_signal(DEF, SIGUSR1, &log);
+    if (!first) return 10;
+    if (install_chaining_over(SIGUSR1)) return 11;
+    rl_source_invalidate(first); /* ours is not on top: left alone */
+    rl_release(first);
+    rl_source_t *second = add_signal(DEF, SIGUSR1, &log);
+    if (!second) return 12;
+    raise(SIGUSR1); /* each calling the other would overflow the stack here */
+    if (atomic_load(&over_calls) != 1) return 13;
+    if (rl_run_in_mode(DEF, 5.0, true) != RL_RUN_HANDLED_SOURCE || log.last != 1) return 14;
+    rl_source_invalidate(second);
+    rl_release(second);
+    struct sigaction now;
+    if (sigaction(SIGUSR1, NULL, &now) || now.sa_sigaction != chaining_over) return 15; /* still theirs */
+    /* It steps down, putting back what it found (ours, left over): a new source chains to what
+     * ours found in the first place, and its last one puts that back. */
+    if (sigaction(SIGUSR1, &over_found, NULL)) return 16;
+    rl_source_t *third = add_signal(DEF, SIGUSR1, &log);
+    if (!third) return 17;
+    raise(SIGUSR1);
+    if (atomic_load(&over_calls) != 1) return 18;
+    if (rl_run_in_mode(DEF, 5.0, true) != RL_RUN_HANDLED_SOURCE || log.last != 1) return 19;
+    rl_source_invalidate(third);
+    rl_release(third);
+    if (sigaction(SIGUSR1, NULL, &now) || now.sa_handler != SIG_DFL) return 20;
+    return 0;
+}
+
+RLT_TEST(signal_handler_installed_over_ours_that_chains_to_it_does_not_recurse_when_sources_come_back) {
+    report_child(in_child(chained_over_ours_child));
+}
+
+static sigjmp_buf jump_back;
+static void jumping_handler(int signo) {
+    (void)signo;
+    siglongjmp(jump_back, 1);
+}
+
+/* A chained handler that never returns: the last source's release must not wait for it. */
+static int jumping_handler_child(void) {
+    take_signals();
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = jumping_handler;
+    if (sigaction(SIGINT, &a, NULL)) return 10;
+    sig_log log = {0};
+    rl_context_t c = { &log, NULL, NULL };
+    rl_source_t *s = rl_source_create_signal(SIGINT, 0, sig_cb, &c);
+    if (!s) return 11;
+    if (sigsetjmp(jump_back, 1) == 0) {
+        raise(SIGINT);
+        return 12; /* the handler jumps */
+    }
+    rl_source_invalidate(s); /* hung for ever waiting for the handler to finish */
+    rl_release(s);
+    struct sigaction now;
+    if (sigaction(SIGINT, NULL, &now) || now.sa_handler != jumping_handler) return 13;
+    return 0;
+}
+
+RLT_TEST(signal_chained_handler_that_jumps_out_does_not_hang_the_last_release) {
+    if (SIG_TSAN) return; /* TSan runs handlers deferred, and this one's siglongjmp does not come back */
+    report_child(in_child(jumping_handler_child));
+}
+
+/* Two counting handlers, taking turns as the disposition a source is created over; each must
+ * only ever be called while it is the one in place (or being replaced). */
+enum { TURN_A = 1, TURN_B = 2 };
+static atomic_int turn_allowed, turn_wrong, turn_calls;
+static void turn_a(int signo, siginfo_t *info, void *context) {
+    (void)signo, (void)info, (void)context;
+    atomic_fetch_add(&turn_calls, 1);
+    if (!(atomic_load(&turn_allowed) & TURN_A)) atomic_fetch_add(&turn_wrong, 1);
+}
+static void turn_b(int signo, siginfo_t *info, void *context) {
+    (void)signo, (void)info, (void)context;
+    atomic_fetch_add(&turn_calls, 1);
+    if (!(atomic_load(&turn_allowed) & TURN_B)) atomic_fetch_add(&turn_wrong, 1);
+}
+
+static atomic_bool turns_done;
+static atomic_int turns_sent;
+
+static void *queue_at(void *arg) {
+    pthread_t *target = arg;
+    int signo = SIGRTMIN + 3;
+    while (!atomic_load(&turns_done)) {
+        union sigval v = { .sival_int = 0 };
+        if (atomic_load(&turns_sent) - atomic_load(&turn_calls) > 8) { /* let the target run */
+            sched_yield();
+            continue;
+        }
+        if (pthread_sigqueue(*target, signo, v) == 0) atomic_fetch_add(&turns_sent, 1);
+        else sched_yield(); /* EAGAIN: the queue is full */
+    }
+    return NULL;
+}
+
+/* Real-time signals queue, so every one sent must reach exactly one of the two handlers: a
+ * delivery landing as the install returns must not see the disposition of a turn before. */
+static int install_window_child(void) {
+    int signo = SIGRTMIN + 3;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    pthread_t self = pthread_self(), sender;
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &set, &old); /* the sender's thread inherits the block */
+    if (pthread_create(&sender, NULL, queue_at, &self)) return 10;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    sig_log log = {0};
+    rl_context_t c = { &log, NULL, NULL };
+    double end = rl_time_now() + 3.0;
+    for (int round = 0; round < 40000 && rl_time_now() < end; round++) {
+        struct sigaction a;
+        memset(&a, 0, sizeof a);
+        a.sa_sigaction = round & 1 ? turn_b : turn_a;
+        a.sa_flags = SA_SIGINFO | SA_RESTART;
+        atomic_store(&turn_allowed, TURN_A | TURN_B);
+        if (sigaction(signo, &a, NULL)) return 11;
+        atomic_store(&turn_allowed, round & 1 ? TURN_B : TURN_A);
+        rl_source_t *s = rl_source_create_signal(signo, 0, sig_cb, &c);
+        if (!s) return 12;
+        rl_source_invalidate(s);
+        rl_release(s);
+    }
+    atomic_store(&turns_done, true);
+    pthread_join(sender, NULL);
+    end = rl_time_now() + 5.0;
+    while (atomic_load(&turn_calls) < atomic_load(&turns_sent) && rl_time_now() < end) tt_sleep(0.001);
+    if (atomic_load(&turn_wrong)) return 13;
+    if (atomic_load(&turn_calls) != atomic_load(&turns_sent)) return 14;
+    return 0;
+}
+
+RLT_TEST(signal_delivered_as_a_source_installs_reaches_the_handler_in_place) {
+    if (SIG_TSAN) return; /* no thread in a forked child, and it defers handlers: no window */
+    report_child(in_child(install_window_child));
+}
+
+static atomic_int one_shot_calls;
+static sigset_t one_shot_mask;
+static void one_shot(int signo) {
+    (void)signo;
+    atomic_fetch_add(&one_shot_calls, 1);
+    pthread_sigmask(SIG_SETMASK, NULL, &one_shot_mask);
+}
+
+RLT_TEST(signal_chained_handler_keeps_its_own_mask_and_one_shot_flag) {
+    take_signals();
+    struct sigaction mine, before, now;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = one_shot;
+    mine.sa_flags = SA_RESETHAND; /* and no SA_RESTART */
+    sigemptyset(&mine.sa_mask);
+    sigaddset(&mine.sa_mask, SIGWINCH);
+    RLT_CHECK_EQ(sigaction(SIGURG, &mine, &before), 0);
+    atomic_store(&one_shot_calls, 0);
+    sig_log log = {0};
+    rl_source_t *s = add_signal(DEF, SIGURG, &log);
+    RLT_CHECK(s != NULL);
+    RLT_CHECK_EQ(sigaction(SIGURG, NULL, &now), 0);
+    RLT_CHECK(!(now.sa_flags & SA_RESTART)); /* its interrupted calls fail with EINTR, as before */
+    RLT_CHECK_EQ(raise(SIGURG), 0);
+    RLT_CHECK_EQ(atomic_load(&one_shot_calls), 1);
+    RLT_CHECK_EQ(sigismember(&one_shot_mask, SIGWINCH), 1); /* its sa_mask applied */
+    RLT_CHECK_EQ(raise(SIGURG), 0); /* reset to the default by the first: not called again */
+    RLT_CHECK_EQ(atomic_load(&one_shot_calls), 1);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 5.0, true), RL_RUN_HANDLED_SOURCE);
+    RLT_CHECK_EQ(log.last, 2);
+    rl_source_invalidate(s);
+    rl_release(s);
+    RLT_CHECK_EQ(sigaction(SIGURG, NULL, &now), 0);
+    RLT_CHECK(now.sa_handler == SIG_DFL); /* what the kernel would have left */
+    RLT_CHECK_EQ(sigaction(SIGURG, &before, NULL), 0);
+}
+
+/* A breakpoint with SIGTRAP at its default: the process dies of it, source or not. */
+static int breakpoint_child(void) {
+    struct rlimit none = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &none);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTRAP);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    sig_log log = {0};
+    rl_context_t c = { &log, NULL, NULL };
+    if (!rl_source_create_signal(SIGTRAP, 0, sig_cb, &c)) return 10;
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("int3");
+#elif defined(__aarch64__)
+    __asm__ volatile("brk #0");
+#else
+    raise(SIGTRAP); /* sent, not a trap: survived */
+    return 0;
+#endif
+    return 11; /* survived the trap */
+}
+
+RLT_TEST(signal_trap_raised_by_an_instruction_still_kills_when_it_would_have) {
+    int status = in_child(breakpoint_child);
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+    RLT_CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) RLT_CHECK_EQ(WTERMSIG(status), SIGTRAP);
+    else RLT_CHECK_EQ(WEXITSTATUS(status), 0);
+#else
+    report_child(status);
+#endif
+}
+
+/* ---- a source added to a sleeping loop -------------------------------------------------------- */
+
+static atomic_int sleeping_calls;
+static _Atomic(rl_loop_t *) sleeping_loop;
+static void sleeping_cb(rl_source_t *source, int signo, unsigned count, void *info) {
+    (void)source, (void)signo, (void)info;
+    atomic_fetch_add(&sleeping_calls, (int)count);
+}
+static void nothing(void *info) { (void)info; }
+
+/* Blocks SIGUSR1, as libdispatch's threads do: only its loop's sleep can take it. */
+static void *sleep_in_loop(void *arg) {
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    rl_source_context_t c = { .perform = nothing };
+    rl_source_t *keep = rl_source_create(0, &c);
+    rl_loop_add_source(rl_loop_get_current(), keep, DEF);
+    atomic_store(&sleeping_loop, rl_retain(rl_loop_get_current())); /* woken after this thread is gone */
+    double end = rl_time_now() + 10;
+    while (atomic_load(&sleeping_calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 10.0, true);
+    rl_source_invalidate(keep);
+    rl_release(keep);
+    return NULL;
+}
+
+RLT_TEST(signal_source_added_to_a_sleeping_loop_is_taken_without_another_wakeup) {
+    atomic_store(&sleeping_calls, 0);
+    atomic_store(&sleeping_loop, NULL);
+    pthread_t th = tt_spawn(sleep_in_loop, NULL);
+    while (!atomic_load(&sleeping_loop)) tt_sleep(0.001);
+    rl_loop_t *loop = atomic_load(&sleeping_loop);
+    RLT_CHECK(tt_wait_sleeping(loop, 5));
+    rl_source_t *s = rl_source_create_signal(SIGUSR1, 0, sleeping_cb, NULL);
+    RLT_CHECK(s != NULL);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, DEF), 0);
+    RLT_CHECK_EQ(pthread_kill(th, SIGUSR1), 0); /* pending there until its wait accepts it */
+    double end = rl_time_now() + 3;
+    while (atomic_load(&sleeping_calls) == 0 && rl_time_now() < end) tt_sleep(0.005);
+    RLT_CHECK_EQ(atomic_load(&sleeping_calls), 1);
+    rl_loop_wakeup(loop); /* let a failing run end */
+    tt_join(th);
+    rl_release(loop);
+    rl_source_invalidate(s);
+    rl_release(s);
+}
+
+/* ---- SIGCHLD with SA_NOCLDSTOP before --------------------------------------------------------- */
+
+static atomic_int nocldstop_calls;
+static void nocldstop_handler(int signo, siginfo_t *info, void *context) {
+    (void)signo, (void)info, (void)context;
+    atomic_fetch_add(&nocldstop_calls, 1);
+}
+
+static int nocldstop_child(void) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = nocldstop_handler;
+    a.sa_flags = SA_SIGINFO | SA_NOCLDSTOP | SA_RESTART;
+    if (sigaction(SIGCHLD, &a, NULL)) return 10;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    sig_log log = {0};
+    rl_source_t *s = add_signal(DEF, SIGCHLD, &log);
+    if (!s) return 11;
+    pid_t kid = fork();
+    if (kid == 0) {
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)kid, &si, WSTOPPED | WNOWAIT) < 0 && errno == EINTR) {}
+    double end = rl_time_now() + 5;
+    while (atomic_load(&log.calls) == 0 && rl_time_now() < end) rl_run_in_mode(DEF, 0.1, true);
+    int heard = atomic_load(&log.calls), told = atomic_load(&nocldstop_calls);
+    kill(kid, SIGKILL); /* never left stopped, whatever happened */
+    int status;
+    while (waitpid(kid, &status, 0) < 0 && errno == EINTR) {}
+    if (heard != 1) return 12; /* the source hears of the stop */
+    if (told != 0) return 13;  /* the handler asked not to */
+    if (atomic_load(&nocldstop_calls) != 1) return 14; /* but of the exit, yes */
+    rl_source_invalidate(s);
+    rl_release(s);
+    return 0;
+}
+
+RLT_TEST(signal_sigchld_handler_with_sa_nocldstop_is_not_told_of_stops) {
+    report_child(in_child(nocldstop_child));
 }

@@ -594,23 +594,42 @@ typedef void (*rl_signal_callback_t)(rl_source_t *source, int signo, unsigned co
  * Every source watching a signal gets every delivery, whichever loops they are in and however
  * many watch it; a source in several loops is called by one of them for each delivery.
  *   How: the first source of a signal installs a process-wide handler for it with sigaction
- * (SA_SIGINFO | SA_RESTART | SA_ONSTACK), and the first source of any signal makes one eventfd
+ * (SA_SIGINFO | SA_ONSTACK, see Handlers below), and the first source of any signal makes one eventfd
  * for the process. The handler only does what is async-signal-safe: it adds one to the signal's
  * atomic counter and to a generation counter, and writes the eventfd, which every loop holding a
  * signal source watches edge-triggered and never reads. A pass compares the generation with the
  * one it last saw (one load) and, when it moved, marks the sources whose signal's counter moved
  * as signalled version-0 sources; so a delivery is performed in the loop's usual order, in a mode
  * that contains the source. While a source of signo exists, signo cannot kill or stop the
- * process (its default action is replaced); a handler that was installed before, if it was a
- * function, is still called after the counting (chained: with siginfo if it asked for it);
- * SIG_IGN and SIG_DFL are not. The last source of signo gone puts back the disposition found by the first
- * (with its mask and flags), unless something else replaced the handler meanwhile, which is
- * then left alone; the last source of all closes the eventfd, once no handler is running on any
- * thread.
+ * process (its default action is replaced); SIG_IGN and SIG_DFL are not called.
+ *   Handlers: a handler function that was installed before is still called, after the counting,
+ * for every delivery (chained: with siginfo if it asked for it), also for one that comes while
+ * the library's handler is being installed. The library's handler is installed with that
+ * handler's sa_mask and its SA_RESTART and SA_NODEFER, so it runs as it did; one with
+ * SA_RESETHAND is called once and counts as SIG_DFL from then on (and SIG_DFL is what is put
+ * back); a SIGCHLD handler with SA_NOCLDSTOP is not called for stops and continues (the sources
+ * still count them); a SIGCHLD that was SIG_IGN or had SA_NOCLDWAIT keeps SA_NOCLDWAIT, so the
+ * kernel goes on reaping children. When nothing was installed (SIG_DFL, SIG_IGN) the library's
+ * handler has SA_RESTART, but SA_RESTART does not cover poll, epoll_wait, select, nanosleep and
+ * the like: a signal that was ignored by default (SIGWINCH, SIGURG, SIGCHLD, also in the
+ * fallback of rl_source_create_process) now makes those fail with EINTR in whichever thread
+ * takes it, as any handler would. The chained handler may leave by siglongjmp or exit: nothing of
+ * the library is held meanwhile. The last source of signo gone puts back the disposition found
+ * by the first (with its mask and flags), unless something else replaced the library's handler
+ * meanwhile, which is then left alone; a polite replacement calls the library's handler, which
+ * then goes on chaining to what it found, so while the replacement stays in place a later first
+ * source does not install over it (it relies on the replacement's chaining; a replacement that
+ * does not chain starves that source). A handler that was installed over the library's, and
+ * puts the library's back when it goes, leaves things as if it had never come. A further
+ * handler that chains to such a replacement, installed over it after the last source went, is
+ * not told apart: keep handlers stacked in order. The last source of all closes the eventfd
+ * once no handler of the library that might write it is running on any thread (a handler counts
+ * itself before it reads the eventfd's number, so one that has not yet reads the closed mark).
  *   Signal masks: the library never changes a thread's mask, with one exception: a loop holding
  * signal sources takes their signals while it sleeps, whatever its thread blocks (it waits with
  * epoll_pwait and the thread's mask less those signals; the mask is back as it was when the
- * wait returns). A signal sent to the process is handled by any thread that does not block it,
+ * wait returns; a source added to a running loop wakes it, so its next sleep takes the new
+ * signal). A signal sent to the process is handled by any thread that does not block it,
  * including threads the library does not know, or else by a sleeping loop that watches it; so
  * nothing has to be blocked or unblocked anywhere. This matters with libdispatch, whose worker
  * threads block nearly every signal (as does every thread they start, Swift's cooperative pool
@@ -623,17 +642,20 @@ typedef void (*rl_signal_callback_t)(rl_source_t *source, int signo, unsigned co
  * them are reported over as many passes. A loop that never sleeps (it only polls) takes none.
  *   Faults: a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS raised by the
  * kernel for the faulting instruction, not sent) cannot be resumed: after counting it, the
- * handler chains to a previous handler function if there was one, else restores the default
- * action, so the instruction faults again and the process dies as it would have.
+ * handler chains to a previous handler function if there was one (not a spent SA_RESETHAND one),
+ * else restores the default action, so the instruction faults again and the process dies as it
+ * would have; a SIGTRAP or SIGSYS, whose instruction does not run again (x86's int3, a call a
+ * seccomp filter refused), is sent again with raise() to the same end.
  *   Fork: the child inherits the handlers and the sources (see FORK); the child's loop watches
  * an eventfd of its own, so the child's signals do not wake the parent's loops. exec resets the
- * handlers, as for any handler.
+ * handlers, as for any handler. Child-exit sources are different: see rl_source_create_process.
  *   Errors: NULL with errno EINVAL for a NULL callback, signo out of 1..NSIG-1, SIGKILL or SIGSTOP,
  * or a signal sigaction refuses (those glibc keeps for itself, 32 and 33); EMFILE or ENFILE (no fd
  * for the eventfd); ENOMEM.
  *   Cost: one allocation (the source, 320 bytes); the first source of a signal makes one
- * sigaction call, the first of all one eventfd. A delivery costs the handler three atomic
- * additions and one write(2); a loop holding a signal source pays one load per pass and one
+ * sigaction call to read the disposition and one to install, the first of all one eventfd. A
+ * delivery costs the handler four atomic read-modify-writes (five when the chained handler has
+ * SA_RESETHAND) and one write(2); a loop holding a signal source pays one load per pass and one
  * sigprocmask call per sleep, and a pass after a delivery takes the loop's lock once to look at
  * the loop's signal sources (O(n) in those it holds). Any thread. */
 RL_API rl_source_t *rl_source_create_signal(int signo, long order, rl_signal_callback_t callback,
@@ -660,9 +682,19 @@ typedef void (*rl_process_callback_t)(rl_source_t *source, int pid, int status, 
  * waitid(P_PID, pid, WEXITED | WNOHANG); a child that exited before that is found by a first try
  * when the source joins a loop. It costs one waitid per such source per SIGCHLD.
  *   Who else reaps: if something else in the process reaps the child first (waitpid(-1, ...),
- * SIGCHLD set to SIG_IGN or SA_NOCLDWAIT), its status is lost to the library: the callback then
- * runs with status -1 (neither WIFEXITED nor WIFSIGNALED). Removing or invalidating the source
- * before the child exits reaps nothing: the child is yours to wait for again.
+ * SIGCHLD set to SIG_IGN or SA_NOCLDWAIT, which the fallback's handler keeps), its status is lost
+ * to the library: the callback then runs with status -1 (neither WIFEXITED nor WIFSIGNALED).
+ * Removing or invalidating the source before the child exits reaps nothing: the child is yours
+ * to wait for again.
+ *   Exited but not yet reapable: a child traced (ptrace) by another process can be reaped only
+ * after its tracer has waited for it, though its pidfd says it has exited (and on Linux 5.3,
+ * with no P_PIDFD, a child reaped by someone else whose pid went to a running child looks the
+ * same). The source then stops watching the pidfd and looks again after a pause doubling from
+ * 10 ms to 1 s, by a one-shot timer in the loop and mode that saw it (so a loop that runs
+ * another mode meanwhile sees it only when it runs that mode again): the loop sleeps meanwhile.
+ *   Fork: a child-exit source inherited by a forked child is the parent's: in the forked child it
+ * is invalidated without a callback the first time a loop there sees the child exit (or, in the
+ * fallback, sees any SIGCHLD), and it reaps nothing there.
  *   Errors: NULL with errno EINVAL for pid <= 0 or a NULL callback; ECHILD when pid is not an
  * unreaped child of this process; EMFILE or ENFILE (no fd for the pidfd); ENOMEM.
  *   Cost: one allocation (the source) and one fd (the pidfd) per child, closed when the source is
