@@ -629,6 +629,10 @@ static void jumping_handler(int signo) {
 /* A chained handler that never returns: the last source's release must not wait for it. */
 static int jumping_handler_child(void) {
     take_signals();
+    sigset_t interrupt; /* raise() below must reach the handler on this thread */
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &interrupt, NULL);
     struct sigaction a;
     memset(&a, 0, sizeof a);
     a.sa_handler = jumping_handler;
@@ -774,6 +778,12 @@ static int breakpoint_child(void) {
     sigemptyset(&set);
     sigaddset(&set, SIGTRAP);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    /* At its default, whatever the host process installed (the Swift runtime's backtracer, when
+     * the suite runs under swift test, handles SIGTRAP and exits). */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    if (sigaction(SIGTRAP, &dfl, NULL)) return 12;
     sig_log log = {0};
     rl_context_t c = { &log, NULL, NULL };
     if (!rl_source_create_signal(SIGTRAP, 0, sig_cb, &c)) return 10;

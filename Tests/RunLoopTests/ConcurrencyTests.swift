@@ -140,7 +140,7 @@ struct ConcurrencyTests {
         let task = Task {
             try await handle.wait(on: pipe.read)
         }
-        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
+        #expect(await eventuallyYielding { handle.description.contains("fd \(pipe.read) ") })
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(eventually { !handle.description.contains("fd \(pipe.read) ") })
@@ -175,7 +175,7 @@ struct ConcurrencyTests {
         let task = Task {
             for await _ in try handle.ticks(every: .milliseconds(2)) { started.increment() }
         }
-        #expect(eventually { started.count >= 2 })
+        #expect(await eventuallyYielding { started.count >= 2 })
         task.cancel()
         try await task.value
         #expect(eventually { handle.nextTimerFireDate(in: .default) == nil })
@@ -203,7 +203,7 @@ struct ConcurrencyTests {
         let pipe = Pipe()
         let handle = worker.loop
         let task = Task { try await handle.wait(on: pipe.read) }
-        #expect(eventually { handle.description.contains("fd \(pipe.read) ") })
+        #expect(await eventuallyYielding { handle.description.contains("fd \(pipe.read) ") })
         worker.shutDown()
         await #expect(throws: LoopError.invalidArgument) { try await task.value }
         // A wait started after the thread exited throws at once.

@@ -82,6 +82,18 @@ func eventually(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
+/// `eventually` for an async test whose condition waits on another task: it sleeps between polls
+/// instead of blocking, so that it does not hold one of the cooperative pool's few threads (on a
+/// 2-CPU machine, two) while the task it waits for needs one to start.
+func eventuallyYielding(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+    let deadline = LoopInstant.now.advanced(by: .seconds(seconds))
+    while LoopInstant.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return condition()
+}
+
 /// Runs the current loop in `mode` until `condition` holds or `seconds` pass.
 func runUntil(
     _ loop: Loop, mode: LoopMode = .default, seconds: Double = 10, _ condition: () -> Bool
