@@ -251,10 +251,18 @@ static bool repeated_stale(rl_fd_table *t, uint64_t tag) {
 static void park(rl_loop_t *loop, rl_mode *mode, rl_fd_watch *w, int fd, bool mode_has_source,
                  unsigned mode_interest) {
     rl_fd_table *t = &loop->fds;
-    if (w->parked) return;
     rl_fd_table_unpark_for(loop, mode); /* every parked fd is parked for one mode */
-    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)fd)) return;
     unsigned narrowed = mode_has_source ? mode_interest : 0;
+    if (w->parked) {
+        /* Parked for this mode already, yet ready again: what the mode wants of it changed since
+         * (a source left the mode, or narrowed its interest, with the fd staying in the loop
+         * through another mode): narrow it again, or it reports itself on every wait. An
+         * unchanged registration with no interest is edge-triggered and has reported its event
+         * once: it is left alone. */
+        if (w->registered != narrowed) (void)modify(loop, w, fd, narrowed, narrowed == 0);
+        return;
+    }
+    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)fd)) return;
     if (modify(loop, w, fd, narrowed, narrowed == 0) == 0 && in_set(w)) {
         w->parked = true;
         t->parked_mode = mode;

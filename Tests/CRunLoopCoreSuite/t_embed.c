@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -476,4 +477,53 @@ RLT_TEST(an_fd_parked_for_a_mode_is_watched_again_when_its_source_joins_that_mod
     rl_release(keep);
     close(p[0]);
     close(p[1]);
+}
+
+/* A parked fd whose mode loses its taker (the source stays in the loop through another mode):
+ * when the fd becomes ready for what that taker wanted, nothing in the mode wants it, and it
+ * must be parked again (narrowed to nothing) rather than report itself on every wait. */
+RLT_TEST(a_parked_fd_whose_source_leaves_the_mode_does_not_spin_the_loop_or_the_host) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int sv[2];
+    RLT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    atomic_uint cr = 0, cw = 0;
+    atomic_int n = 0;
+    rl_context_t ctxr = {.info = &cr}, ctxw = {.info = &cw};
+    rl_source_t *reader = rl_source_create_fd(sv[0], RL_FD_READABLE, 0, count_fd, &ctxr);
+    rl_source_t *writer = rl_source_create_fd(sv[0], RL_FD_WRITABLE, 0, count_fd, &ctxw);
+    rl_source_t *keep = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, reader, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, reader, "embed.spare"), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, writer, OTHER), 0);
+    /* Writable, and no taker in DM for that: parked for DM, narrowed to readable. */
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, reader, DM), 0);
+    RLT_CHECK(write(sv[1], "x", 1) == 1);
+    rl_loop_stats_t before, after;
+    RLT_CHECK_EQ(rl_loop_get_stats(loop, &before), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0.1, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_get_stats(loop, &after), 0);
+    RLT_CHECK(after.passes - before.passes < 10);
+    RLT_CHECK(!(atomic_load(&cr) & RL_FD_READABLE));
+    /* Nor is a host woken by it. */
+    int fd = rl_loop_get_backend_fd(loop);
+    int spurious = 0;
+    for (int i = 0; i < 5; i++) {
+        double t = rl_loop_get_backend_timeout(loop, DM);
+        if (t != 0 && readable(fd, 20)) spurious++;
+        RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    }
+    RLT_CHECK_EQ(spurious, 0);
+    /* The reader still gets its event in the spare mode. */
+    RLT_CHECK_EQ(rl_run_in_mode("embed.spare", 0.5, true), RL_RUN_HANDLED_SOURCE);
+    RLT_CHECK(atomic_load(&cr) & RL_FD_READABLE);
+    rl_source_invalidate(reader);
+    rl_source_invalidate(writer);
+    rl_source_invalidate(keep);
+    rl_release(reader);
+    rl_release(writer);
+    rl_release(keep);
+    close(sv[0]);
+    close(sv[1]);
 }
