@@ -62,7 +62,9 @@ double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *name) {
         pthread_mutex_unlock(&loop->lock);
         return fail(ENOMEM);
     }
-    if (!loop->run) loop->host_mode = mode; /* (in a callout, the running mode is the one awaited) */
+    /* Also in a callout (a host nested in a run): the host waits for this mode, not the outer
+     * run's, until that run's next wait takes the timerfd back (run.c). */
+    loop->host_mode = mode;
     /* Before the poll: an fd given back its full registration is reported by it. */
     rl_fd_table_unpark_for(loop, mode);
     rl_wait_event events[RL_WAIT_MAX_EVENTS];

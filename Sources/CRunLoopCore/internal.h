@@ -555,6 +555,20 @@ static inline void rl_cpu_relax(void) {
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
+/* The mode the loop waits in: its host's, when a host queried since the innermost run's last
+ * wait (a host nested in a callout waits for its own mode, not the outer run's), else the
+ * running mode, else none. loop locked. */
+static inline rl_mode *rl_loop_awaited_mode(rl_loop_t *loop) {
+    return loop->host_mode ? loop->host_mode : loop->run ? loop->run->mode : NULL;
+}
+
+/* Whether a signalled item joining mode must wake the loop: mode is the one its host waits for,
+ * or the running mode (a run whose callout hosted another mode is back, and may be about to
+ * sleep before its next wait clears host_mode). loop locked. */
+static inline bool rl_loop_may_await(rl_loop_t *loop, rl_mode *mode) {
+    return mode && (loop->host_mode == mode || (loop->run && loop->run->mode == mode));
+}
+
 static inline void rl_fd_table_unpark_for(rl_loop_t *loop, rl_mode *mode) {
     if (loop->fds.parked.count && loop->fds.parked_mode != mode) rl_fd_table_unpark_all(loop);
 }

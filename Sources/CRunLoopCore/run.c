@@ -94,7 +94,10 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     sigset_t accept;
     if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
-        /* A host's query made in a callout may have parked fds for its own mode. */
+        /* A host's query made in a callout may have parked fds for its own mode, and made its
+         * mode the one other threads' timer changes arm the timerfd for: this run takes both
+         * back. */
+        loop->host_mode = NULL;
         rl_fd_table_unpark_for(loop, run->mode);
         read_poll_state(loop, run->mode, state);
         if (!poll) {

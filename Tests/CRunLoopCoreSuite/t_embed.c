@@ -527,3 +527,63 @@ RLT_TEST(a_parked_fd_whose_source_leaves_the_mode_does_not_spin_the_loop_or_the_
     close(sv[0]);
     close(sv[1]);
 }
+
+/* A host nested in a callout of a run in another mode: a timer or a signalled source another
+ * thread adds to the host's mode wakes it, as it wakes a host that is not nested. */
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *timer;
+    rl_source_t *source;
+    int woke_timer, woke_source;
+    int query_timer, query_source;
+} nested_host_t;
+
+static void host_other_mode(rl_timer_t *t, void *info) {
+    (void)t;
+    nested_host_t *x = info;
+    int fd = rl_loop_get_backend_fd(x->loop);
+    pthread_t th;
+    x->query_timer = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
+    adder_t a = {x->loop, x->timer, NULL, OTHER, 0.01};
+    if (pthread_create(&th, NULL, add_later, &a)) return;
+    x->woke_timer = readable(fd, 500);
+    pthread_join(th, NULL);
+    rl_run_in_mode(OTHER, 0, false);
+    x->query_source = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
+    adder_t b = {x->loop, NULL, x->source, OTHER, 0.01};
+    if (pthread_create(&th, NULL, add_later, &b)) return;
+    x->woke_source = readable(fd, 500);
+    pthread_join(th, NULL);
+    rl_run_in_mode(OTHER, 0, false);
+}
+
+RLT_TEST(a_host_nested_in_a_callout_is_woken_by_timers_and_sources_other_threads_add) {
+    rl_loop_t *loop = rl_loop_get_current();
+    atomic_int n = 0, m = 0, k = 0, fired = 0;
+    rl_source_t *idle = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, idle, OTHER), 0);
+    rl_source_t *s = counting_source(&m);
+    rl_source_signal(s);
+    rl_context_t cf = {.info = &fired};
+    nested_host_t x = {loop, rl_timer_create(rl_time_now() + 0.03, 0, 0, count_timer, &cf), s, 0, 0, 9, 9};
+    rl_context_t ct = {.info = &x};
+    rl_timer_t *outer = rl_timer_create(0, 0, 0, host_other_mode, &ct);
+    rl_source_t *keep = counting_source(&k);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DM), 0);
+    rl_run_in_mode(DM, 0, false); /* a polling pass: fires outer */
+    RLT_CHECK_EQ(x.query_timer, -1);
+    RLT_CHECK(x.woke_timer);
+    RLT_CHECK_EQ(atomic_load(&fired), 1);
+    RLT_CHECK_EQ(x.query_source, -1);
+    RLT_CHECK(x.woke_source);
+    RLT_CHECK_EQ(atomic_load(&m), 1);
+    rl_release(outer);
+    rl_release(x.timer);
+    rl_source_invalidate(s);
+    rl_source_invalidate(idle);
+    rl_source_invalidate(keep);
+    rl_release(s);
+    rl_release(idle);
+    rl_release(keep);
+}
