@@ -315,7 +315,17 @@ bool rl_fd_table_settle(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *eve
     for (int k = 0; k < n; k++) {
         int fd = events[k].fd;
         rl_fd_watch *w = (size_t)fd < t->size ? &t->watches[fd] : NULL;
-        if (!w || w->gen != events[k].gen) continue; /* stale: the pass's waits deal with those */
+        if (!w || w->gen != events[k].gen) {
+            /* Stale: the pass's waits deal with those (repeated, the set is rebuilt), but a loop
+             * that watches no fd polls nothing: count it as a watched fd till then, and have
+             * the host run a pass now rather than find its fd readable for ever. */
+            if (!t->stale_seen) {
+                t->stale_seen = true;
+                rl_locked_count_add(&t->in_set, 1);
+            }
+            wanted = true;
+            continue;
+        }
         bool mode_has_source = false, wants = false;
         unsigned mode_interest = 0;
         size_t count = entry_count(w);
@@ -369,6 +379,18 @@ static void prefetch_rows(const rl_fd_table *t, const rl_mode *mode, const rl_wa
     }
 }
 
+/* The stale event a host's query saw is gone (the set was rebuilt, or a wait saw none). */
+static void stale_gone(rl_fd_table *t) {
+    t->stale_seen = false;
+    rl_locked_count_add(&t->in_set, -1);
+}
+
+void rl_fd_table_stale_gone(rl_loop_t *loop) {
+    pthread_mutex_lock(&loop->lock);
+    if (loop->fds.stale_seen) stale_gone(&loop->fds);
+    pthread_mutex_unlock(&loop->lock);
+}
+
 /* Take the sources the events are for (the loop locked meanwhile). Returns the count of
  * source_removals at that time. */
 static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
@@ -383,10 +405,12 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
     for (int i = 0; i < n; i++) take(loop, mode, &events[i], out, &rebuild);
     memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);
     t->stale_before = t->stale_now;
-    if (rebuild && rl_wait_renew(&loop->wait, false) == 0) {
+    bool rebuilt = rebuild && rl_wait_renew(&loop->wait, false) == 0;
+    if (rebuilt) {
         register_all(loop);
         t->stale_before = 0;
     }
+    if (t->stale_seen && (rebuilt || !t->stale_now)) stale_gone(t);
     pthread_mutex_unlock(&loop->lock);
     return removals;
 }
@@ -440,6 +464,7 @@ int rl_fd_table_renew(rl_loop_t *loop) {
     int rc = rl_wait_renew(&loop->wait, true);
     if (rc == 0) register_all(loop);
     loop->fds.stale_before = 0;
+    if (rc == 0 && loop->fds.stale_seen) stale_gone(&loop->fds);
     return rc;
 }
 
@@ -484,7 +509,7 @@ int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what
         }
         registered_fds += in_set(w);
     }
-    size_t counted = atomic_load(&t->in_set);
+    size_t counted = atomic_load(&t->in_set) - t->stale_seen;
     FD_CHECK(registered_fds == counted, "count of registered fds is off by", (long)counted - (long)registered_fds);
 #undef FD_CHECK
     return bad;

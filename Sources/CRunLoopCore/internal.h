@@ -390,7 +390,10 @@ typedef struct {
     size_t size;
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
     struct rl_mode *parked_mode; /* the mode they are narrowed for, while any is */
-    atomic_size_t in_set;  /* how many fds the epoll set watches (rl_locked_count_add; read unlocked) */
+    /* How many fds the epoll set watches (rl_locked_count_add; read unlocked), plus one while
+     * stale_seen: so that passes keep asking the kernel, and find the stale event again. */
+    atomic_size_t in_set;
+    bool stale_seen;       /* a host's query saw an event that matches no registration */
     uint32_t next_gen;
     uint32_t waits;        /* waits that returned fd events */
     /* Tags of events that matched no registration, in the last wait and in this one. */
@@ -408,6 +411,8 @@ RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
 /* A source already attached joined one more mode: its fd, if parked (narrowed to a mode that had
  * no source for it, perhaps the one it joined), gets its full registration back. */
 RL_HIDDEN void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source);
+/* A wait returned no event while stale_seen: the stale registration is gone. Loop's thread. */
+RL_HIDDEN void rl_fd_table_stale_gone(rl_loop_t *loop);
 struct rl_run_frame;
 /* Call out to the sources of the running mode that a wait's events are for, in ascending order
  * (ties: in the order the wait reported their fds, and sources of one fd in the order added),

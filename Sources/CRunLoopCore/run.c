@@ -135,6 +135,8 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     double before = block ? rl_time_now() : 0;
     bool woken;
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
+    /* (Written by this thread only: fd_table.c.) */
+    if (__builtin_expect(loop->fds.stale_seen, 0) && n == 0) rl_fd_table_stale_gone(loop);
     if (block) {
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;

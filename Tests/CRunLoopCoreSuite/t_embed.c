@@ -587,3 +587,42 @@ RLT_TEST(a_host_nested_in_a_callout_is_woken_by_timers_and_sources_other_threads
     rl_release(idle);
     rl_release(keep);
 }
+
+/* A registration the kernel keeps for a file we can no longer name (closed before its source was
+ * removed, still open through a dup) while the loop watches no fd: the host's passes must still
+ * look at the set, so that the rebuild that drops it happens and the host can sleep again. */
+RLT_TEST(a_stale_registration_does_not_keep_a_host_awake) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int fd = rl_loop_get_backend_fd(loop);
+    int p[2];
+    RLT_CHECK(pipe(p) == 0);
+    atomic_uint got = 0;
+    atomic_int n = 0;
+    rl_context_t ctx = {.info = &got};
+    rl_source_t *s = rl_source_create_fd(p[0], RL_FD_READABLE, 0, count_fd, &ctx);
+    rl_source_t *keep = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, DM), 0);
+    int d = dup(p[0]);
+    RLT_CHECK(d >= 0);
+    close(p[0]);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s, DM), 0);
+    RLT_CHECK(write(p[1], "x", 1) == 1);
+    int spurious = 0;
+    for (int i = 0; i < 10; i++) {
+        double t = rl_loop_get_backend_timeout(loop, DM);
+        if (t != 0 && readable(fd, 20)) spurious++;
+        RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    }
+    RLT_CHECK(spurious <= 2); /* the waits that find it repeated, before the rebuild */
+    /* Quiet now. */
+    RLT_CHECK(rl_loop_get_backend_timeout(loop, DM) == -1);
+    RLT_CHECK(!readable(fd, 20));
+    RLT_CHECK_EQ(atomic_load(&got), 0);
+    rl_source_invalidate(s);
+    rl_source_invalidate(keep);
+    rl_release(s);
+    rl_release(keep);
+    close(d);
+    close(p[1]);
+}
