@@ -156,6 +156,9 @@ static int second_signals_that_woke_a_sleeper(double spin, int cpu, int wanted, 
         rl_loop_get_stats(loop, &before);
         rl_source_signal(w.source);
         rl_loop_wakeup(loop);
+        /* Read after the wakeup: this thread may have been preempted anywhere before it, and a
+         * wakeup posted after the window is one the loop rightly slept for. */
+        now = rl_time_now();
         rl_loop_get_stats(loop, &after);
         if (now < at + 5e-4) {
             ++*counted;
