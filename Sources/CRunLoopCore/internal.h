@@ -442,6 +442,11 @@ RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const 
 /* Bits of loop->wake_state. */
 enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
 
+/* Another thread moved the timerfd of the mode the loop waits in to an earlier deadline (loop
+ * locked): a loop spinning toward the old one (it fixed it before it spun) is told, with a
+ * PENDING and no write, when the new one falls within a spin window; a sleeping loop is not
+ * (its timerfd wakes it). */
+RL_HIDDEN void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline);
 /* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
 RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
 /* Just before a blocking wait until deadline (an rl_time_now() date, INFINITY: none). After a

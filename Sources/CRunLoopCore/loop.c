@@ -242,7 +242,9 @@ void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode) {
     /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
      * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding
      * and removing timers that are not the earliest costs none. */
+    double armed = loop->wait.armed;
     rl_wait_arm(&loop->wait, deadline);
+    if (deadline < armed) rl_wake_timer_moved_earlier(loop, deadline);
 }
 
 int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats) {

@@ -89,6 +89,7 @@ double rl_wake_default_spin(void) { return cpu_count() > 1 ? RL_SPIN_DEFAULT : 0
 int rl_loop_set_spin(rl_loop_t *loop, double seconds) {
     if (!loop || isnan(seconds) || seconds < 0) return -EINVAL;
     if (seconds > RL_SPIN_MAX) seconds = RL_SPIN_MAX;
+    if (seconds == 0) seconds = 0; /* -0.0 too */
     atomic_store_explicit(&loop->spin, seconds, memory_order_relaxed);
     return 0;
 }
@@ -105,6 +106,14 @@ void rl_wake_begin_pass(rl_loop_t *loop) { atomic_store(&loop->wake_state, 0); }
 
 void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
 
+/* A wakeup, or a signal the loop watches (its handler writes the signal eventfd, which only a
+ * wait sees; it moves the generation first, signal.c). */
+static bool woken(rl_loop_t *loop) {
+    return pending(loop) ||
+           (atomic_load_explicit(&loop->signal_watch, memory_order_relaxed) &&
+            atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen);
+}
+
 /* Look for a wakeup for the loop's spin window, but not past deadline (a timer due then must not
  * wait for the window to end); whether one came. */
 static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
@@ -112,11 +121,19 @@ static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
     if (!(window > 0)) return pending(loop);
     double until = rl_time_now() + window;
     if (deadline < until) until = deadline;
-    while (!pending(loop)) {
+    while (!woken(loop)) {
         for (int i = 0; i < 16; i++) rl_cpu_relax();
         if (rl_time_now() >= until) break;
     }
-    return pending(loop);
+    return woken(loop);
+}
+
+void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline) {
+    double window = atomic_load_explicit(&loop->spin, memory_order_relaxed);
+    if (!(window > 0) || deadline >= rl_time_now() + window) return; /* the spin ends first */
+    unsigned old = atomic_load(&loop->wake_state);
+    while (!(old & (RL_WAKE_SLEEPING | RL_WAKE_PENDING)))
+        if (atomic_compare_exchange_weak(&loop->wake_state, &old, old | RL_WAKE_PENDING)) return;
 }
 
 bool rl_wake_try_sleep(rl_loop_t *loop, double deadline) {
