@@ -22,8 +22,11 @@
  *      says a wakeup came since the last pass began: a pass is due now;
  *   3. under the lock, look at what a pass would do at once (queued blocks, signalled sources of
  *      the mode, a ready fd a source of the mode wants), arm the timerfd for the mode's next
- *      timer (as a wait in that mode would), and remember the mode, so that another thread's
- *      timer change rearms it and a signalled source it adds to the mode wakes the host.
+ *      timer (as a wait in that mode would), and remember the mode (loop->host_mode), so that
+ *      another thread's timer change rearms it and a signalled source it adds to the mode wakes
+ *      the host. Also in a callout (a host nested in a run of another mode): the host waits for
+ *      its mode, not the run's, until the run's next wait takes the timerfd back (run.c). A run
+ *      starting clears it too.
  * The next pass begins by clearing the wake state, as every pass does.
  *
  * An empty mode has no pass to run (rl_run_in_mode returns RL_RUN_FINISHED at once), so its query

@@ -8,7 +8,9 @@
  * ("parked"; with no interest at all, edge-triggered, so a hang-up is reported once) so that a
  * level-triggered fd cannot spin the loop; parked fds get their full registration back as soon
  * as a run (or a host's query, backend.c) is about another mode, and stay parked between runs
- * of the same mode, so that they keep a host's backend fd quiet too. Each
+ * of the same mode, so that they keep a host's backend fd quiet too. A parked fd that is reported
+ * again (what the mode wants of it changed: a source left the mode, the fd staying in the loop
+ * through another mode) is narrowed again to what the mode now wants. Each
  * registration carries a generation in epoll's data, so an event still queued for an fd that was
  * removed (and perhaps reused) is dropped.
  *
@@ -22,9 +24,11 @@
  * reused number gets a registration of its own. A stale registration the kernel keeps (the old
  * file is still open through a dup elsewhere) keeps reporting events that match no registration
  * of ours; when one repeats on consecutive waits, the epoll set is rebuilt from the table, as
- * libev does, which drops it. The same registration may still carry the live tag of the source
- * whose fd was closed (no source was added on the number since): an fd reported on many waits in
- * a row is probed with a MOD at the 4th, 8th, 16th... (a stream that stays ready costs a system
+ * libev does, which drops it. A loop that watches no fd does not poll the set in its passes, and
+ * a host's query drops events; so a query that sees such an event counts it as one watched fd
+ * (stale_seen) and reports a pass due, until a wait finds none or the set is rebuilt. The same
+ * registration may still carry the live tag of the source whose fd was closed (no source was
+ * added on the number since): an fd reported on many waits in a row is probed with a MOD at the 4th, 8th, 16th... (a stream that stays ready costs a system
  * call now and then, never per event), and the probe finds the file gone.
  *
  * Stale is a bit in the stored pointer (sources are 64-byte aligned), so marking never allocates.

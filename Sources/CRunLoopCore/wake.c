@@ -7,6 +7,10 @@
  * The state is two bits. PENDING: a wakeup was posted since the current pass began. SLEEPING:
  * the loop has claimed the right to block in its wait. A waker sets PENDING. The loop clears both
  * when a pass begins, sets SLEEPING just before it blocks, and clears it when the wait returns.
+ * A host's query (rl_loop_get_backend_timeout, backend.c) claims SLEEPING too, on the host's
+ * behalf, and nothing clears it when the host's wait ends: it stays set (rl_loop_is_waiting is
+ * true, and the first wakeup writes the eventfd) until the next pass begins and stores 0, or the
+ * next query finds it set already.
  *
  * Invariant (no lost wakeup): when a thread queues work for a loop (signals a source, queues a
  * block, stops the run) and then posts a wakeup, the loop does not stay asleep with that work
@@ -52,8 +56,15 @@
  * before it claims to sleep: producers come in bursts, and a wakeup seen while spinning costs
  * the waker no write(2) and the loop no sleep. It has not claimed SLEEPING while it spins, so a
  * waker then only sets PENDING. An idle loop never spins. The window is the loop's own
- * (rl_loop_set_spin; 0 on a one-CPU machine, where the spinner would only keep the waker off the
- * CPU) and ends early at the wait's deadline.
+ * (rl_loop_set_spin; by default 0 when only one CPU is online or in the creating thread's
+ * affinity mask, where the spinner would only keep the waker off the CPU; cgroup quotas are not
+ * looked at) and ends early at the wait's deadline (fixed, under the lock, before the spin). It
+ * also ends when a signal the loop watches moves the signal generation (the handler ran on
+ * another thread: the loop's own blocks them outside its waits), and when another thread moves
+ * the timerfd of the awaited mode earlier, to a date within a window from now
+ * (rl_wake_timer_moved_earlier: PENDING, set only while SLEEPING is not, so no write; a loop
+ * that is not spinning but about to wait then polls once instead of sleeping for less than a
+ * window).
  */
 #include "internal.h"
 
