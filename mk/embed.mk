@@ -15,6 +15,12 @@ $(BUILD)/embed/glib_host: Tests/embed/glib_host.c $(STATIC_LIB) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CORE_CPPFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(GLIB_FLAGS) $(LDLIBS)
 
+# The example's own rule (it wins over mk/examples.mk's pattern rule), for a clear message.
+$(BUILD)/examples/09-glib-host: examples/c/09-glib-host.c $(STATIC_LIB) $(HEADER)
+	@$(PKG_CONFIG) --exists glib-2.0 || { echo "examples: 09-glib-host needs GLib's headers (Debian: apt-get install libglib2.0-dev)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CORE_CPPFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(GLIB_FLAGS) $(LDLIBS)
+
 .PHONY: embed
 embed: $(BUILD)/embed/glib_host
 	$(BUILD)/embed/glib_host

@@ -22,8 +22,11 @@
  *      says a wakeup came since the last pass began: a pass is due now;
  *   3. under the lock, look at what a pass would do at once (queued blocks, signalled sources of
  *      the mode, a ready fd a source of the mode wants), arm the timerfd for the mode's next
- *      timer (as a wait in that mode would), and remember the mode, so that another thread's
- *      timer change rearms it and a signalled source it adds to the mode wakes the host.
+ *      timer (as a wait in that mode would), and remember the mode (loop->host_mode), so that
+ *      another thread's timer change rearms it and a signalled source it adds to the mode wakes
+ *      the host. Also in a callout (a host nested in a run of another mode): the host waits for
+ *      its mode, not the run's, until the run's next wait takes the timerfd back (run.c). A run
+ *      starting clears it too.
  * The next pass begins by clearing the wake state, as every pass does.
  *
  * An empty mode has no pass to run (rl_run_in_mode returns RL_RUN_FINISHED at once), so its query
@@ -62,7 +65,9 @@ double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *name) {
         pthread_mutex_unlock(&loop->lock);
         return fail(ENOMEM);
     }
-    if (!loop->run) loop->host_mode = mode; /* (in a callout, the running mode is the one awaited) */
+    /* Also in a callout (a host nested in a run): the host waits for this mode, not the outer
+     * run's, until that run's next wait takes the timerfd back (run.c). */
+    loop->host_mode = mode;
     /* Before the poll: an fd given back its full registration is reported by it. */
     rl_fd_table_unpark_for(loop, mode);
     rl_wait_event events[RL_WAIT_MAX_EVENTS];

@@ -8,7 +8,9 @@
  * ("parked"; with no interest at all, edge-triggered, so a hang-up is reported once) so that a
  * level-triggered fd cannot spin the loop; parked fds get their full registration back as soon
  * as a run (or a host's query, backend.c) is about another mode, and stay parked between runs
- * of the same mode, so that they keep a host's backend fd quiet too. Each
+ * of the same mode, so that they keep a host's backend fd quiet too. A parked fd that is reported
+ * again (what the mode wants of it changed: a source left the mode, the fd staying in the loop
+ * through another mode) is narrowed again to what the mode now wants. Each
  * registration carries a generation in epoll's data, so an event still queued for an fd that was
  * removed (and perhaps reused) is dropped.
  *
@@ -22,9 +24,11 @@
  * reused number gets a registration of its own. A stale registration the kernel keeps (the old
  * file is still open through a dup elsewhere) keeps reporting events that match no registration
  * of ours; when one repeats on consecutive waits, the epoll set is rebuilt from the table, as
- * libev does, which drops it. The same registration may still carry the live tag of the source
- * whose fd was closed (no source was added on the number since): an fd reported on many waits in
- * a row is probed with a MOD at the 4th, 8th, 16th... (a stream that stays ready costs a system
+ * libev does, which drops it. A loop that watches no fd does not poll the set in its passes, and
+ * a host's query drops events; so a query that sees such an event counts it as one watched fd
+ * (stale_seen) and reports a pass due, until a wait finds none or the set is rebuilt. The same
+ * registration may still carry the live tag of the source whose fd was closed (no source was
+ * added on the number since): an fd reported on many waits in a row is probed with a MOD at the 4th, 8th, 16th... (a stream that stays ready costs a system
  * call now and then, never per event), and the probe finds the file gone.
  *
  * Stale is a bit in the stored pointer (sources are 64-byte aligned), so marking never allocates.
@@ -251,10 +255,18 @@ static bool repeated_stale(rl_fd_table *t, uint64_t tag) {
 static void park(rl_loop_t *loop, rl_mode *mode, rl_fd_watch *w, int fd, bool mode_has_source,
                  unsigned mode_interest) {
     rl_fd_table *t = &loop->fds;
-    if (w->parked) return;
     rl_fd_table_unpark_for(loop, mode); /* every parked fd is parked for one mode */
-    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)fd)) return;
     unsigned narrowed = mode_has_source ? mode_interest : 0;
+    if (w->parked) {
+        /* Parked for this mode already, yet ready again: what the mode wants of it changed since
+         * (a source left the mode, or narrowed its interest, with the fd staying in the loop
+         * through another mode): narrow it again, or it reports itself on every wait. An
+         * unchanged registration with no interest is edge-triggered and has reported its event
+         * once: it is left alone. */
+        if (w->registered != narrowed) (void)modify(loop, w, fd, narrowed, narrowed == 0);
+        return;
+    }
+    if (rl_ptrvec_push(&t->parked, (void *)(uintptr_t)fd)) return;
     if (modify(loop, w, fd, narrowed, narrowed == 0) == 0 && in_set(w)) {
         w->parked = true;
         t->parked_mode = mode;
@@ -307,7 +319,17 @@ bool rl_fd_table_settle(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *eve
     for (int k = 0; k < n; k++) {
         int fd = events[k].fd;
         rl_fd_watch *w = (size_t)fd < t->size ? &t->watches[fd] : NULL;
-        if (!w || w->gen != events[k].gen) continue; /* stale: the pass's waits deal with those */
+        if (!w || w->gen != events[k].gen) {
+            /* Stale: the pass's waits deal with those (repeated, the set is rebuilt), but a loop
+             * that watches no fd polls nothing: count it as a watched fd till then, and have
+             * the host run a pass now rather than find its fd readable for ever. */
+            if (!t->stale_seen) {
+                t->stale_seen = true;
+                rl_locked_count_add(&t->in_set, 1);
+            }
+            wanted = true;
+            continue;
+        }
         bool mode_has_source = false, wants = false;
         unsigned mode_interest = 0;
         size_t count = entry_count(w);
@@ -361,6 +383,18 @@ static void prefetch_rows(const rl_fd_table *t, const rl_mode *mode, const rl_wa
     }
 }
 
+/* The stale event a host's query saw is gone (the set was rebuilt, or a wait saw none). */
+static void stale_gone(rl_fd_table *t) {
+    t->stale_seen = false;
+    rl_locked_count_add(&t->in_set, -1);
+}
+
+void rl_fd_table_stale_gone(rl_loop_t *loop) {
+    pthread_mutex_lock(&loop->lock);
+    if (loop->fds.stale_seen) stale_gone(&loop->fds);
+    pthread_mutex_unlock(&loop->lock);
+}
+
 /* Take the sources the events are for (the loop locked meanwhile). Returns the count of
  * source_removals at that time. */
 static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n,
@@ -375,10 +409,12 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
     for (int i = 0; i < n; i++) take(loop, mode, &events[i], out, &rebuild);
     memcpy(t->stale, t->stale_next, t->stale_now * sizeof *t->stale);
     t->stale_before = t->stale_now;
-    if (rebuild && rl_wait_renew(&loop->wait, false) == 0) {
+    bool rebuilt = rebuild && rl_wait_renew(&loop->wait, false) == 0;
+    if (rebuilt) {
         register_all(loop);
         t->stale_before = 0;
     }
+    if (t->stale_seen && (rebuilt || !t->stale_now)) stale_gone(t);
     pthread_mutex_unlock(&loop->lock);
     return removals;
 }
@@ -432,6 +468,7 @@ int rl_fd_table_renew(rl_loop_t *loop) {
     int rc = rl_wait_renew(&loop->wait, true);
     if (rc == 0) register_all(loop);
     loop->fds.stale_before = 0;
+    if (rc == 0 && loop->fds.stale_seen) stale_gone(&loop->fds);
     return rc;
 }
 
@@ -476,7 +513,7 @@ int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what
         }
         registered_fds += in_set(w);
     }
-    size_t counted = atomic_load(&t->in_set);
+    size_t counted = atomic_load(&t->in_set) - t->stale_seen;
     FD_CHECK(registered_fds == counted, "count of registered fds is off by", (long)counted - (long)registered_fds);
 #undef FD_CHECK
     return bad;

@@ -390,7 +390,10 @@ typedef struct {
     size_t size;
     rl_ptrvec parked;      /* fds (as uintptr_t) narrowed to a mode */
     struct rl_mode *parked_mode; /* the mode they are narrowed for, while any is */
-    atomic_size_t in_set;  /* how many fds the epoll set watches (rl_locked_count_add; read unlocked) */
+    /* How many fds the epoll set watches (rl_locked_count_add; read unlocked), plus one while
+     * stale_seen: so that passes keep asking the kernel, and find the stale event again. */
+    atomic_size_t in_set;
+    bool stale_seen;       /* a host's query saw an event that matches no registration */
     uint32_t next_gen;
     uint32_t waits;        /* waits that returned fd events */
     /* Tags of events that matched no registration, in the last wait and in this one. */
@@ -408,6 +411,8 @@ RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
 /* A source already attached joined one more mode: its fd, if parked (narrowed to a mode that had
  * no source for it, perhaps the one it joined), gets its full registration back. */
 RL_HIDDEN void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source);
+/* A wait returned no event while stale_seen: the stale registration is gone. Loop's thread. */
+RL_HIDDEN void rl_fd_table_stale_gone(rl_loop_t *loop);
 struct rl_run_frame;
 /* Call out to the sources of the running mode that a wait's events are for, in ascending order
  * (ties: in the order the wait reported their fds, and sources of one fd in the order added),
@@ -437,6 +442,11 @@ RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const 
 /* Bits of loop->wake_state. */
 enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
 
+/* Another thread moved the timerfd of the mode the loop waits in to an earlier deadline (loop
+ * locked): a loop spinning toward the old one (it fixed it before it spun) is told, with a
+ * PENDING and no write, when the new one falls within a spin window; a sleeping loop is not
+ * (its timerfd wakes it). */
+RL_HIDDEN void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline);
 /* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
 RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
 /* Just before a blocking wait until deadline (an rl_time_now() date, INFINITY: none). After a
@@ -554,6 +564,20 @@ static inline void rl_cpu_relax(void) {
 /* Initial-exec: one load from the thread pointer, no __tls_get_addr call, in the shared library
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
+
+/* The mode the loop waits in: its host's, when a host queried since the innermost run's last
+ * wait (a host nested in a callout waits for its own mode, not the outer run's), else the
+ * running mode, else none. loop locked. */
+static inline rl_mode *rl_loop_awaited_mode(rl_loop_t *loop) {
+    return loop->host_mode ? loop->host_mode : loop->run ? loop->run->mode : NULL;
+}
+
+/* Whether a signalled item joining mode must wake the loop: mode is the one its host waits for,
+ * or the running mode (a run whose callout hosted another mode is back, and may be about to
+ * sleep before its next wait clears host_mode). loop locked. */
+static inline bool rl_loop_may_await(rl_loop_t *loop, rl_mode *mode) {
+    return mode && (loop->host_mode == mode || (loop->run && loop->run->mode == mode));
+}
 
 static inline void rl_fd_table_unpark_for(rl_loop_t *loop, rl_mode *mode) {
     if (loop->fds.parked.count && loop->fds.parked_mode != mode) rl_fd_table_unpark_all(loop);

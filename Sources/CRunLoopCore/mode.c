@@ -64,7 +64,7 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* each membership's */
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* until called out */
     }
-    bool wake = !rc && loop->run && loop->run->mode == mode;
+    bool wake = !rc && rl_loop_may_await(loop, mode);
     pthread_mutex_unlock(&loop->lock);
     /* Sources get their schedule callout, as in any add (modes live as long as their loop). */
     for (size_t i = 0; i < joined.count; i++) {

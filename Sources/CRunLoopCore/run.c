@@ -94,7 +94,10 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     sigset_t accept;
     if (!poll || !(state_current || poll_state_is_idle(loop, run->mode, state))) {
         pthread_mutex_lock(&loop->lock);
-        /* A host's query made in a callout may have parked fds for its own mode. */
+        /* A host's query made in a callout may have parked fds for its own mode, and made its
+         * mode the one other threads' timer changes arm the timerfd for: this run takes both
+         * back. */
+        loop->host_mode = NULL;
         rl_fd_table_unpark_for(loop, run->mode);
         read_poll_state(loop, run->mode, state);
         if (!poll) {
@@ -132,6 +135,8 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     double before = block ? rl_time_now() : 0;
     bool woken;
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
+    /* (Written by this thread only: fd_table.c.) */
+    if (__builtin_expect(loop->fds.stale_seen, 0) && n == 0) rl_fd_table_stale_gone(loop);
     if (block) {
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;

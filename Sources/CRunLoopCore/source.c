@@ -241,8 +241,7 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     pthread_mutex_lock(&loop->lock);
     rc = rl_members_add(loop, &rl_source_kind, &s->obj, name, &joined);
     /* The mode the loop runs in, or its host waits for (backend.c). */
-    rl_mode *awaited = loop->run ? loop->run->mode : loop->host_mode;
-    for (size_t i = 0; !rc && i < joined.count; i++) wake |= awaited && awaited == joined.items[i];
+    for (size_t i = 0; !rc && i < joined.count; i++) wake |= rl_loop_may_await(loop, joined.items[i]);
     wake = wake && s->version == 0 && atomic_load(&s->signalled);
     /* A watching source changes the signals the loop takes while it sleeps, which a sleeping
      * wait read before: wake it to sleep again with them, in whatever mode it runs. */

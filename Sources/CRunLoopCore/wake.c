@@ -7,6 +7,10 @@
  * The state is two bits. PENDING: a wakeup was posted since the current pass began. SLEEPING:
  * the loop has claimed the right to block in its wait. A waker sets PENDING. The loop clears both
  * when a pass begins, sets SLEEPING just before it blocks, and clears it when the wait returns.
+ * A host's query (rl_loop_get_backend_timeout, backend.c) claims SLEEPING too, on the host's
+ * behalf, and nothing clears it when the host's wait ends: it stays set (rl_loop_is_waiting is
+ * true, and the first wakeup writes the eventfd) until the next pass begins and stores 0, or the
+ * next query finds it set already.
  *
  * Invariant (no lost wakeup): when a thread queues work for a loop (signals a source, queues a
  * block, stops the run) and then posts a wakeup, the loop does not stay asleep with that work
@@ -52,8 +56,15 @@
  * before it claims to sleep: producers come in bursts, and a wakeup seen while spinning costs
  * the waker no write(2) and the loop no sleep. It has not claimed SLEEPING while it spins, so a
  * waker then only sets PENDING. An idle loop never spins. The window is the loop's own
- * (rl_loop_set_spin; 0 on a one-CPU machine, where the spinner would only keep the waker off the
- * CPU) and ends early at the wait's deadline.
+ * (rl_loop_set_spin; by default 0 when only one CPU is online or in the creating thread's
+ * affinity mask, where the spinner would only keep the waker off the CPU; cgroup quotas are not
+ * looked at) and ends early at the wait's deadline (fixed, under the lock, before the spin). It
+ * also ends when a signal the loop watches moves the signal generation (the handler ran on
+ * another thread: the loop's own blocks them outside its waits), and when another thread moves
+ * the timerfd of the awaited mode earlier, to a date within a window from now
+ * (rl_wake_timer_moved_earlier: PENDING, set only while SLEEPING is not, so no write; a loop
+ * that is not spinning but about to wait then polls once instead of sleeping for less than a
+ * window).
  */
 #include "internal.h"
 
@@ -89,6 +100,7 @@ double rl_wake_default_spin(void) { return cpu_count() > 1 ? RL_SPIN_DEFAULT : 0
 int rl_loop_set_spin(rl_loop_t *loop, double seconds) {
     if (!loop || isnan(seconds) || seconds < 0) return -EINVAL;
     if (seconds > RL_SPIN_MAX) seconds = RL_SPIN_MAX;
+    if (seconds == 0) seconds = 0; /* -0.0 too */
     atomic_store_explicit(&loop->spin, seconds, memory_order_relaxed);
     return 0;
 }
@@ -105,6 +117,14 @@ void rl_wake_begin_pass(rl_loop_t *loop) { atomic_store(&loop->wake_state, 0); }
 
 void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
 
+/* A wakeup, or a signal the loop watches (its handler writes the signal eventfd, which only a
+ * wait sees; it moves the generation first, signal.c). */
+static bool woken(rl_loop_t *loop) {
+    return pending(loop) ||
+           (atomic_load_explicit(&loop->signal_watch, memory_order_relaxed) &&
+            atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen);
+}
+
 /* Look for a wakeup for the loop's spin window, but not past deadline (a timer due then must not
  * wait for the window to end); whether one came. */
 static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
@@ -112,11 +132,19 @@ static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
     if (!(window > 0)) return pending(loop);
     double until = rl_time_now() + window;
     if (deadline < until) until = deadline;
-    while (!pending(loop)) {
+    while (!woken(loop)) {
         for (int i = 0; i < 16; i++) rl_cpu_relax();
         if (rl_time_now() >= until) break;
     }
-    return pending(loop);
+    return woken(loop);
+}
+
+void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline) {
+    double window = atomic_load_explicit(&loop->spin, memory_order_relaxed);
+    if (!(window > 0) || deadline >= rl_time_now() + window) return; /* the spin ends first */
+    unsigned old = atomic_load(&loop->wake_state);
+    while (!(old & (RL_WAKE_SLEEPING | RL_WAKE_PENDING)))
+        if (atomic_compare_exchange_weak(&loop->wake_state, &old, old | RL_WAKE_PENDING)) return;
 }
 
 bool rl_wake_try_sleep(rl_loop_t *loop, double deadline) {

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -475,5 +476,153 @@ RLT_TEST(an_fd_parked_for_a_mode_is_watched_again_when_its_source_joins_that_mod
     rl_release(s);
     rl_release(keep);
     close(p[0]);
+    close(p[1]);
+}
+
+/* A parked fd whose mode loses its taker (the source stays in the loop through another mode):
+ * when the fd becomes ready for what that taker wanted, nothing in the mode wants it, and it
+ * must be parked again (narrowed to nothing) rather than report itself on every wait. */
+RLT_TEST(a_parked_fd_whose_source_leaves_the_mode_does_not_spin_the_loop_or_the_host) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int sv[2];
+    RLT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    atomic_uint cr = 0, cw = 0;
+    atomic_int n = 0;
+    rl_context_t ctxr = {.info = &cr}, ctxw = {.info = &cw};
+    rl_source_t *reader = rl_source_create_fd(sv[0], RL_FD_READABLE, 0, count_fd, &ctxr);
+    rl_source_t *writer = rl_source_create_fd(sv[0], RL_FD_WRITABLE, 0, count_fd, &ctxw);
+    rl_source_t *keep = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, reader, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, reader, "embed.spare"), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, writer, OTHER), 0);
+    /* Writable, and no taker in DM for that: parked for DM, narrowed to readable. */
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, reader, DM), 0);
+    RLT_CHECK(write(sv[1], "x", 1) == 1);
+    rl_loop_stats_t before, after;
+    RLT_CHECK_EQ(rl_loop_get_stats(loop, &before), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0.1, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_get_stats(loop, &after), 0);
+    RLT_CHECK(after.passes - before.passes < 10);
+    RLT_CHECK(!(atomic_load(&cr) & RL_FD_READABLE));
+    /* Nor is a host woken by it. */
+    int fd = rl_loop_get_backend_fd(loop);
+    int spurious = 0;
+    for (int i = 0; i < 5; i++) {
+        double t = rl_loop_get_backend_timeout(loop, DM);
+        if (t != 0 && readable(fd, 20)) spurious++;
+        RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    }
+    RLT_CHECK_EQ(spurious, 0);
+    /* The reader still gets its event in the spare mode. */
+    RLT_CHECK_EQ(rl_run_in_mode("embed.spare", 0.5, true), RL_RUN_HANDLED_SOURCE);
+    RLT_CHECK(atomic_load(&cr) & RL_FD_READABLE);
+    rl_source_invalidate(reader);
+    rl_source_invalidate(writer);
+    rl_source_invalidate(keep);
+    rl_release(reader);
+    rl_release(writer);
+    rl_release(keep);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* A host nested in a callout of a run in another mode: a timer or a signalled source another
+ * thread adds to the host's mode wakes it, as it wakes a host that is not nested. */
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *timer;
+    rl_source_t *source;
+    int woke_timer, woke_source;
+    int query_timer, query_source;
+} nested_host_t;
+
+static void host_other_mode(rl_timer_t *t, void *info) {
+    (void)t;
+    nested_host_t *x = info;
+    int fd = rl_loop_get_backend_fd(x->loop);
+    pthread_t th;
+    x->query_timer = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
+    adder_t a = {x->loop, x->timer, NULL, OTHER, 0.01};
+    if (pthread_create(&th, NULL, add_later, &a)) return;
+    x->woke_timer = readable(fd, 500);
+    pthread_join(th, NULL);
+    rl_run_in_mode(OTHER, 0, false);
+    x->query_source = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
+    adder_t b = {x->loop, NULL, x->source, OTHER, 0.01};
+    if (pthread_create(&th, NULL, add_later, &b)) return;
+    x->woke_source = readable(fd, 500);
+    pthread_join(th, NULL);
+    rl_run_in_mode(OTHER, 0, false);
+}
+
+RLT_TEST(a_host_nested_in_a_callout_is_woken_by_timers_and_sources_other_threads_add) {
+    rl_loop_t *loop = rl_loop_get_current();
+    atomic_int n = 0, m = 0, k = 0, fired = 0;
+    rl_source_t *idle = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, idle, OTHER), 0);
+    rl_source_t *s = counting_source(&m);
+    rl_source_signal(s);
+    rl_context_t cf = {.info = &fired};
+    nested_host_t x = {loop, rl_timer_create(rl_time_now() + 0.03, 0, 0, count_timer, &cf), s, 0, 0, 9, 9};
+    rl_context_t ct = {.info = &x};
+    rl_timer_t *outer = rl_timer_create(0, 0, 0, host_other_mode, &ct);
+    rl_source_t *keep = counting_source(&k);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DM), 0);
+    rl_run_in_mode(DM, 0, false); /* a polling pass: fires outer */
+    RLT_CHECK_EQ(x.query_timer, -1);
+    RLT_CHECK(x.woke_timer);
+    RLT_CHECK_EQ(atomic_load(&fired), 1);
+    RLT_CHECK_EQ(x.query_source, -1);
+    RLT_CHECK(x.woke_source);
+    RLT_CHECK_EQ(atomic_load(&m), 1);
+    rl_release(outer);
+    rl_release(x.timer);
+    rl_source_invalidate(s);
+    rl_source_invalidate(idle);
+    rl_source_invalidate(keep);
+    rl_release(s);
+    rl_release(idle);
+    rl_release(keep);
+}
+
+/* A registration the kernel keeps for a file we can no longer name (closed before its source was
+ * removed, still open through a dup) while the loop watches no fd: the host's passes must still
+ * look at the set, so that the rebuild that drops it happens and the host can sleep again. */
+RLT_TEST(a_stale_registration_does_not_keep_a_host_awake) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int fd = rl_loop_get_backend_fd(loop);
+    int p[2];
+    RLT_CHECK(pipe(p) == 0);
+    atomic_uint got = 0;
+    atomic_int n = 0;
+    rl_context_t ctx = {.info = &got};
+    rl_source_t *s = rl_source_create_fd(p[0], RL_FD_READABLE, 0, count_fd, &ctx);
+    rl_source_t *keep = counting_source(&n);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, keep, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, DM), 0);
+    int d = dup(p[0]);
+    RLT_CHECK(d >= 0);
+    close(p[0]);
+    RLT_CHECK_EQ(rl_loop_remove_source(loop, s, DM), 0);
+    RLT_CHECK(write(p[1], "x", 1) == 1);
+    int spurious = 0;
+    for (int i = 0; i < 10; i++) {
+        double t = rl_loop_get_backend_timeout(loop, DM);
+        if (t != 0 && readable(fd, 20)) spurious++;
+        RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    }
+    RLT_CHECK(spurious <= 2); /* the waits that find it repeated, before the rebuild */
+    /* Quiet now. */
+    RLT_CHECK(rl_loop_get_backend_timeout(loop, DM) == -1);
+    RLT_CHECK(!readable(fd, 20));
+    RLT_CHECK_EQ(atomic_load(&got), 0);
+    rl_source_invalidate(s);
+    rl_source_invalidate(keep);
+    rl_release(s);
+    rl_release(keep);
+    close(d);
     close(p[1]);
 }

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +38,8 @@ RLT_TEST(spin_rejects_bad_input_and_clamps_huge_windows) {
     RLT_CHECK(rl_loop_get_spin(loop) == 1e-3);
     RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e-3), 0);
     RLT_CHECK(rl_loop_get_spin(loop) == 1e-3);
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, -0.0), 0); /* zero, stored as +0 */
+    RLT_CHECK(rl_loop_get_spin(loop) == 0 && !signbit(rl_loop_get_spin(loop)));
     RLT_CHECK_EQ(rl_loop_set_spin(loop, 0), 0);
     RLT_CHECK(rl_loop_get_spin(loop) == 0);
 }
@@ -156,6 +159,9 @@ static int second_signals_that_woke_a_sleeper(double spin, int cpu, int wanted, 
         rl_loop_get_stats(loop, &before);
         rl_source_signal(w.source);
         rl_loop_wakeup(loop);
+        /* Read after the wakeup: this thread may have been preempted anywhere before it, and a
+         * wakeup posted after the window is one the loop rightly slept for. */
+        now = rl_time_now();
         rl_loop_get_stats(loop, &after);
         if (now < at + 5e-4) {
             ++*counted;
@@ -236,4 +242,136 @@ RLT_TEST(a_due_timer_ends_the_spin_early) {
     if (late > rounds / 2)
         rlt_fail(__FILE__, __LINE__, "%d of %d timers were more than 0.8 ms late (mean %.0f us)", late, rounds,
                  late_sum / rounds * 1e6);
+}
+
+/* A timer another thread adds during the spin, due at once: the spin ends for it (the rearm
+ * tells a spinning loop), rather than at the end of its window. */
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *timer;
+    _Atomic double performed_at;
+    double added_at;
+} late_adder_t;
+
+static void note_perform(void *info) { atomic_store(&((late_adder_t *)info)->performed_at, rl_time_now()); }
+
+static void *add_during_spin(void *arg) {
+    late_adder_t *a = arg;
+    double deadline = rl_time_now() + 5;
+    while (atomic_load(&a->performed_at) == 0 && rl_time_now() < deadline) rl_cpu_relax();
+    double at = atomic_load(&a->performed_at);
+    while (rl_time_now() < at + 2e-4) rl_cpu_relax();
+    a->added_at = rl_time_now();
+    rl_timer_set_next_fire_date(a->timer, a->added_at);
+    rl_loop_add_timer(a->loop, a->timer, RL_DEFAULT_MODE);
+    return NULL;
+}
+
+RLT_TEST(a_timer_another_thread_adds_during_the_spin_ends_it) {
+    cpu_set_t mine;
+    RLT_CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    if (CPU_COUNT(&mine) < 2) return; /* the adder would wait for the spin to end */
+    rl_loop_t *loop = rl_loop_get_current();
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e-3), 0);
+    late_adder_t a;
+    memset(&a, 0, sizeof a);
+    a.loop = loop;
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.info = &a;
+    sc.perform = note_perform;
+    rl_source_t *s = rl_source_create(0, &sc);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
+    int counted = 0, late = 0;
+    for (int i = 0; i < 10; i++) {
+        double when = 0;
+        rl_context_t ctx = {.info = &when};
+        a.timer = rl_timer_create(RL_TIME_NEVER, 0, 0, fired_at, &ctx);
+        atomic_store(&a.performed_at, 0);
+        pthread_t th;
+        RLT_CHECK_EQ(pthread_create(&th, NULL, add_during_spin, &a), 0);
+        rl_source_signal(s); /* a busy pass first: the next wait spins */
+        int rc = rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false);
+        pthread_join(th, NULL);
+        rl_timer_invalidate(a.timer);
+        rl_release(a.timer);
+        RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the timer */
+        /* Only adds made within the window (the adder was not preempted) tell. */
+        if (a.added_at - atomic_load(&a.performed_at) >= 5e-4) continue;
+        counted++;
+        late += when - a.added_at > 4e-4;
+    }
+    rl_loop_set_spin(loop, rl_wake_default_spin());
+    rl_source_invalidate(s);
+    rl_release(s);
+    if (counted < 3) return; /* too loaded to tell */
+    if (late > counted / 3)
+        rlt_fail(__FILE__, __LINE__, "%d of %d timers added during the spin fired 0.4 ms late or more", late, counted);
+}
+
+/* A signal the loop watches, delivered during the spin to another thread (whose handler moves the
+ * generation): the spin ends for it. */
+static void signal_stops(rl_source_t *s, int signo, unsigned count, void *info) {
+    (void)s; (void)signo; (void)count;
+    *(double *)info = rl_time_now();
+    rl_loop_stop(rl_loop_get_current());
+}
+
+static void *raise_during_spin(void *arg) {
+    late_adder_t *a = arg;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, SIGVTALRM);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL); /* the handler runs on this thread */
+    double deadline = rl_time_now() + 5;
+    while (atomic_load(&a->performed_at) == 0 && rl_time_now() < deadline) rl_cpu_relax();
+    double at = atomic_load(&a->performed_at);
+    while (rl_time_now() < at + 2e-4) rl_cpu_relax();
+    a->added_at = rl_time_now();
+    raise(SIGVTALRM);
+    return NULL;
+}
+
+RLT_TEST(a_signal_delivered_during_the_spin_ends_it) {
+    cpu_set_t mine;
+    RLT_CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    if (CPU_COUNT(&mine) < 2) return;
+    rl_loop_t *loop = rl_loop_get_current();
+    RLT_CHECK_EQ(rl_loop_set_spin(loop, 1e-3), 0);
+    late_adder_t a;
+    memset(&a, 0, sizeof a);
+    a.loop = loop;
+    rl_source_context_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.info = &a;
+    sc.perform = note_perform;
+    rl_source_t *s = rl_source_create(0, &sc);
+    double when = 0;
+    rl_context_t ctx = {.info = &when};
+    rl_source_t *sig = rl_source_create_signal(SIGVTALRM, 0, signal_stops, &ctx);
+    RLT_CHECK(sig != NULL);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(loop, sig, RL_DEFAULT_MODE), 0);
+    int counted = 0, late = 0;
+    for (int i = 0; i < 10; i++) {
+        when = 0;
+        atomic_store(&a.performed_at, 0);
+        pthread_t th;
+        RLT_CHECK_EQ(pthread_create(&th, NULL, raise_during_spin, &a), 0);
+        rl_source_signal(s); /* a busy pass first: the next wait spins */
+        int rc = rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false);
+        pthread_join(th, NULL);
+        RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the signal */
+        if (a.added_at - atomic_load(&a.performed_at) >= 5e-4) continue;
+        counted++;
+        late += when - a.added_at > 4e-4;
+    }
+    rl_loop_set_spin(loop, rl_wake_default_spin());
+    rl_source_invalidate(sig);
+    rl_source_invalidate(s);
+    rl_release(sig);
+    rl_release(s);
+    if (counted < 3) return;
+    if (late > counted / 3)
+        rlt_fail(__FILE__, __LINE__, "%d of %d signals delivered during the spin were seen 0.4 ms late or more", late, counted);
 }

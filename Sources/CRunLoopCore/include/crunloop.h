@@ -460,16 +460,21 @@ RL_API int rl_loop_get_lag(rl_loop_t *loop, rl_loop_lag_t *lag, size_t size, uns
  * makes no write(2) and the loop no sleep, so a producer that signals again within the window
  * reaches the loop in about the time a cache line takes to cross cores (under 2 us), against
  * 20-50 us for waking a sleeping thread (benchmarks/README.md, `spin`). The spin ends early when
- * a wakeup comes or at the wait's deadline (a due timer, the run's timeout), never later.
+ * a wakeup comes, when a signal that a signal source of the loop watches is delivered to another
+ * thread (one delivered to the loop's own thread, which blocks them outside its waits, is taken
+ * when the window ends), when another thread adds or moves a timer of the mode to a date within
+ * the window, or at the wait's deadline (a due timer, the run's timeout), never later.
  *   Cost: while it spins, the loop's thread keeps its CPU busy: after each busy pass that is not
  *   followed by more work, one window of CPU time (5 us by default: 0.5% of a CPU at 1000 busy
  *   passes a second; 50 us: 5%; 1 ms: all of it at 1000 a second). An idle loop never spins, nor
  *   does a pass that only polls, nor a pass of timers or fd sources alone: idle CPU stays zero
  *   once the window after the last signal has passed. While it spins the loop sees wakeups but
  *   not fd readiness: an fd that becomes ready during the window is seen when it ends.
- *   Values: 0 never spins (the loop blocks in epoll_wait at once after a busy pass). The default
- *   is 5e-6 (5 us), or 0 when the process can run on one CPU only (online CPUs or its affinity
- *   mask, at the loop's creation), where the spinner would only keep the waker off the CPU.
+ *   Values: 0 never spins (the loop blocks in epoll_wait at once after a busy pass); -0.0 is
+ *   stored as 0. The default is 5e-6 (5 us), or 0 when only one CPU is available at the loop's
+ *   creation: the online CPUs, fewer if the affinity mask of the thread creating the loop
+ *   (sched_getaffinity) says so; CPU quotas of cgroups (containers) are not looked at, so a
+ *   process limited to one CPU's worth of time on a many-CPU machine spins by default (set 0).
  *   Windows over 1e-3 (1 ms), INFINITY included, are clamped to 1 ms. Errors: -EINVAL for a
  *   NULL loop, a NaN or negative window. Any thread; it takes effect the next time the loop is
  *   about to sleep (a spin under way keeps the window it began with). A dead loop accepts it. */
@@ -493,7 +498,8 @@ RL_API double rl_loop_get_spin(rl_loop_t *loop);
  * rl_loop_get_backend_fd: an fd to poll for reading (poll, epoll, select, g_source_add_unix_fd,
  * QSocketNotifier). It is readable when a pass is due: a wakeup was posted after step 1
  * (rl_loop_wakeup; a cross-thread rl_source_signal or rl_loop_perform followed by it, as always;
- * rl_loop_stop does not apply, as no run is under way while the host waits), an fd source of the
+ * rl_loop_stop stops the run under way, if any: none while a host waits at the top level, and the
+ * outer run, not the host, for a host nested in a callout), an fd source of the
  * mode is ready, a timer of the mode is due (within its tolerance), a signal that a signal source
  * of the loop watches was delivered. (The loop unblocks its signals only during its own waits;
  * during the host's wait the thread's signal mask applies: a signal that every thread blocks
@@ -523,8 +529,11 @@ RL_API double rl_loop_get_spin(rl_loop_t *loop);
  * It also parks the fds whose events no source of mode wants (their registration is narrowed
  * to mode's interest until a run or query is about another mode), so fd sources of other modes
  * do not keep the fd readable: after the first event of such an fd, the host is not woken by it
- * again while it drives the same mode. It never spins (rl_loop_set_spin is for the loop's own
- * waits) and calls no observer.
+ * again while it drives the same mode, unless what the mode wants of the fd changes (a source of
+ * it leaves the mode, staying in the loop through another: one more event, and the fd is narrowed
+ * again). A registration the kernel keeps for an fd closed before its source was removed
+ * (FILE DESCRIPTORS CLOSED TOO EARLY) makes a pass due, whose polls drop it. It never spins
+ * (rl_loop_set_spin is for the loop's own waits) and calls no observer.
  *
  * Compared with rl_run(): passes run with a zero timeout, so RL_BEFORE_WAITING and
  * RL_AFTER_WAITING observers are not called (the host waits, not the loop: as CFRunLoop's
@@ -533,8 +542,11 @@ RL_API double rl_loop_get_spin(rl_loop_t *loop);
  * wakeup posted while its loop is not waiting (the next run looks at everything anyway); here the
  * query is where the wait begins, as the host waits on the loop's behalf, so a wakeup posted after
  * it is kept, and one posted before it is reported as a pass due now. The query may be
- * made from a callout of the same loop (a host loop nested in a callout); the outer run's next
- * wait restores what it parked. */
+ * made from a callout of the same loop (a host loop nested in a callout): the host then waits for
+ * its own mode, whose timers and signalled sources added by other threads wake it as above (the
+ * outer run's mode does not, though a signalled source added to it may make the host's fd
+ * readable once); the outer run's next wait takes the timerfd back and restores what the host
+ * parked. */
 RL_API int rl_loop_get_backend_fd(rl_loop_t *loop);
 RL_API double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *mode);
 
