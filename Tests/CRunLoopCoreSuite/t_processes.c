@@ -435,25 +435,6 @@ RLT_TEST(process_out_of_fds_fails_with_emfile_and_the_loop_keeps_working) {
 
 /* ---- what else in the process reaps, forks, sleeps ------------------------------------------ */
 
-static int in_child(int (*fn)(void)) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        alarm(20);
-        _exit(fn());
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return status;
-}
-
-static void report_child(int status) {
-    if (WIFSIGNALED(status)) rlt_fail(__FILE__, __LINE__, "child killed by signal %d", WTERMSIG(status));
-    else if (!WIFEXITED(status) || WEXITSTATUS(status)) rlt_fail(__FILE__, __LINE__, "child exited %d", WEXITSTATUS(status));
-}
-
 /* SIGCHLD ignored: the kernel reaps, in the fallback too, so the status is lost (-1). */
 static int ignored_sigchld_child(void) {
     struct sigaction ign;
@@ -479,7 +460,7 @@ static int ignored_sigchld_child(void) {
 }
 
 RLT_TEST(process_fallback_with_sigchld_ignored_keeps_the_kernel_reaping) {
-    report_child(in_child(ignored_sigchld_child));
+    tt_report_child(tt_in_child(ignored_sigchld_child));
 }
 
 /* A forked copy of the process inherits the source and its loop: the exit is the creator's. */
@@ -569,7 +550,7 @@ RLT_TEST(process_fallback_source_added_to_a_sleeping_loop_takes_sigchld) {
     return;
 #endif
 #endif
-    report_child(in_child(fallback_added_to_sleeping_loop_child));
+    tt_report_child(tt_in_child(fallback_added_to_sleeping_loop_child));
 }
 
 /* A readable pidfd that yields nothing to reap (forced here; a child ptraced by another process

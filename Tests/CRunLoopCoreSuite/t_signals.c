@@ -545,28 +545,6 @@ RLT_TEST(signal_source_keeps_working_in_a_forked_child) {
 
 /* ---- handlers around ours: chains, one-shots, masks, jumps, faults ---------------------------- */
 
-/* Run fn in a forked child, bounded by an alarm (a hang is killed by SIGALRM); its wait status. */
-static int in_child(int (*fn)(void)) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        alarm(20);
-        _exit(fn());
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return status;
-}
-
-static bool exited_zero(int status) { return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-static void report_child(int status) {
-    if (WIFSIGNALED(status)) rlt_fail(__FILE__, __LINE__, "child killed by signal %d", WTERMSIG(status));
-    else if (!exited_zero(status)) rlt_fail(__FILE__, __LINE__, "child exited %d", WEXITSTATUS(status));
-}
-
 static struct sigaction over_found;
 static atomic_int over_calls;
 
@@ -617,7 +595,7 @@ static int chained_over_ours_child(void) {
 }
 
 RLT_TEST(signal_handler_installed_over_ours_that_chains_to_it_does_not_recurse_when_sources_come_back) {
-    report_child(in_child(chained_over_ours_child));
+    tt_report_child(tt_in_child(chained_over_ours_child));
 }
 
 static sigjmp_buf jump_back;
@@ -654,7 +632,7 @@ static int jumping_handler_child(void) {
 
 RLT_TEST(signal_chained_handler_that_jumps_out_does_not_hang_the_last_release) {
     if (SIG_TSAN) return; /* TSan runs handlers deferred, and this one's siglongjmp does not come back */
-    report_child(in_child(jumping_handler_child));
+    tt_report_child(tt_in_child(jumping_handler_child));
 }
 
 /* Two counting handlers, taking turns as the disposition a source is created over; each must
@@ -730,7 +708,7 @@ static int install_window_child(void) {
 
 RLT_TEST(signal_delivered_as_a_source_installs_reaches_the_handler_in_place) {
     if (SIG_TSAN) return; /* no thread in a forked child, and it defers handlers: no window */
-    report_child(in_child(install_window_child));
+    tt_report_child(tt_in_child(install_window_child));
 }
 
 static atomic_int one_shot_calls;
@@ -799,13 +777,13 @@ static int breakpoint_child(void) {
 }
 
 RLT_TEST(signal_trap_raised_by_an_instruction_still_kills_when_it_would_have) {
-    int status = in_child(breakpoint_child);
+    int status = tt_in_child(breakpoint_child);
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
     RLT_CHECK(WIFSIGNALED(status));
     if (WIFSIGNALED(status)) RLT_CHECK_EQ(WTERMSIG(status), SIGTRAP);
     else RLT_CHECK_EQ(WEXITSTATUS(status), 0);
 #else
-    report_child(status);
+    tt_report_child(status);
 #endif
 }
 
@@ -902,5 +880,5 @@ static int nocldstop_child(void) {
 }
 
 RLT_TEST(signal_sigchld_handler_with_sa_nocldstop_is_not_told_of_stops) {
-    report_child(in_child(nocldstop_child));
+    tt_report_child(tt_in_child(nocldstop_child));
 }

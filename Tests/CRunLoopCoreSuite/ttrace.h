@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define TT_UNUSED __attribute__((unused))
 
@@ -256,6 +258,29 @@ static inline void tt_free_names(char **names, size_t count) {
     if (!names) return;
     for (size_t i = 0; i < count; i++) free(names[i]);
     free(names);
+}
+
+/* Run fn in a forked child, bounded by an alarm (a hang is killed by SIGALRM); its wait status,
+ * or -1 when fork fails. */
+static inline int tt_in_child(int (*fn)(void)) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        alarm(20);
+        _exit(fn());
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return status;
+}
+
+/* Fail the running test unless status (from tt_in_child) is a child that exited 0. */
+static inline void tt_report_child(int status) {
+    if (WIFSIGNALED(status)) rlt_fail(__FILE__, __LINE__, "child killed by signal %d", WTERMSIG(status));
+    else if (!WIFEXITED(status) || WEXITSTATUS(status))
+        rlt_fail(__FILE__, __LINE__, "child exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 #endif
