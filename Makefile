@@ -152,19 +152,21 @@ check-valgrind: $(RUNNER)
 # ---- SwiftPM -----------------------------------------------------------------------------------
 
 SWIFT_WFLAGS = -Xcc -Wall -Xcc -Wextra -Xcc -Werror
+# Runs a swift test command and repeats what failed at the end of its output (CI keeps the tail).
+SWIFTTEST = sh $(CURDIR)/Tests/runner/swifttest.sh
 
 swift-build:
 	$(SWIFT) build --build-tests $(SWIFT_WFLAGS)
 
 swift-test: swift-build
-	$(SWIFT) test --skip-build $(SWIFT_WFLAGS)
+	$(SWIFTTEST) $(SWIFT) test --skip-build $(SWIFT_WFLAGS)
 
 # The experimental product (Sources/RunLoopExperimentalExecutors, Swift 6.3 SPI), tested the way
 # an app uses it: Tests/experimental-executors is a package of its own, built with the flag an
 # app needs (its Package.swift), with its own .build folder.
 swift-experimental:
 	cd Tests/experimental-executors && $(SWIFT) build --build-tests $(SWIFT_WFLAGS) && \
-	    $(SWIFT) test --skip-build
+	    $(SWIFTTEST) $(SWIFT) test --skip-build
 
 # Separate scratch folders, so that the three configurations don't rebuild one another. XCTest
 # is left out of these runs: the toolchain's XCTest leaks a few objects at exit, which LeakSanitizer
@@ -172,8 +174,8 @@ swift-experimental:
 SWIFT_SANFLAGS = --disable-xctest
 
 swift-sanitize:
-	$(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS)
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_SANFLAGS)
+	$(SWIFTTEST) $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS)
+	$(SWIFTTEST) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_SANFLAGS)
 
 # ---- Everything --------------------------------------------------------------------------------
 
