@@ -549,37 +549,46 @@ RLT_TEST(lag_an_idle_nested_run_is_no_stall_and_no_time_counts_twice) {
     rl_loop_t *loop = rl_loop_get_current();
     double nap = 0.01;
     RLT_CHECK(tt_keepalive(nested_mode) != NULL);
-    rl_context_t sc = { &nap, NULL, NULL };
-    rl_timer_t *inner = rl_timer_create(0, 0, 0, sleep_timer, &sc);
-    RLT_CHECK(inner != NULL);
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, inner, nested_mode), 0);
-    nest_t n = { 0.05, 0 };
-    rl_context_t c = { &n, NULL, NULL };
-    rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, &c);
-    RLT_CHECK(outer != NULL);
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
+    /* This thread held up for 20 ms or more inside the outer callout (a loaded machine, a
+     * sanitizer) leaves the nested run too little wait to show, or makes the callout long by
+     * itself: up to five runs, one of which must wait 20 ms and record 35 ms at most. Without
+     * the fix every run records 50 ms. What holds however late the thread is, every run checks. */
+    double waited = 0, longest = 1;
+    for (int attempt = 0; attempt < 5 && (waited < 0.02 || longest > 0.035); attempt++) {
+        rl_context_t sc = { &nap, NULL, NULL };
+        rl_timer_t *inner = rl_timer_create(0, 0, 0, sleep_timer, &sc);
+        RLT_CHECK(inner != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, inner, nested_mode), 0);
+        rl_release(inner);
+        nest_t n = { 0.05, 0 };
+        rl_context_t c = { &n, NULL, NULL };
+        rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, &c);
+        RLT_CHECK(outer != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
+        rl_release(outer);
 
-    rl_loop_stats_t s0, s1;
-    rl_loop_lag_t lag;
-    RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
-    RLT_CHECK_EQ(rl_loop_get_stats(loop, &s0), 0);
-    double before = rl_time_now();
-    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
-    double wall = rl_time_now() - before;
-    RLT_CHECK_EQ(rl_loop_get_stats(loop, &s1), 0);
-    RLT_CHECK_EQ(n.rc, RL_RUN_TIMED_OUT);
+        rl_loop_stats_t s0, s1;
+        rl_loop_lag_t lag;
+        RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
+        RLT_CHECK_EQ(rl_loop_get_stats(loop, &s0), 0);
+        double before = rl_time_now();
+        RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+        double wall = rl_time_now() - before;
+        RLT_CHECK_EQ(rl_loop_get_stats(loop, &s1), 0);
+        RLT_CHECK_EQ(n.rc, RL_RUN_TIMED_OUT);
 
-    double waited = s1.time_waiting - s0.time_waiting, called = s1.time_in_callouts - s0.time_in_callouts;
-    TT_GE(waited, 0.02); /* the nested run waited, or the test shows nothing */
-    TT_GE(wall + 1e-9, waited + called);
-    TT_GE(called, nap);
-    RLT_CHECK_EQ(get_lag(&lag, 0), 0);
-    RLT_CHECK_EQ(lag.longest_callout_kind, RL_CALLOUT_TIMER);
-    RLT_CHECK_EQ(lag.longest_callout_count, 1);
-    TT_GE(lag.longest_callout, nap);     /* the nested callout is the outer one's time */
-    TT_GE(0.035, lag.longest_callout);   /* its waits are not */
-    rl_release(inner);
-    rl_release(outer);
+        waited = s1.time_waiting - s0.time_waiting;
+        double called = s1.time_in_callouts - s0.time_in_callouts;
+        TT_GE(wall + 1e-9, waited + called);
+        TT_GE(called, nap);
+        RLT_CHECK_EQ(get_lag(&lag, 0), 0);
+        RLT_CHECK_EQ(lag.longest_callout_kind, RL_CALLOUT_TIMER);
+        RLT_CHECK_EQ(lag.longest_callout_count, 1);
+        TT_GE(lag.longest_callout, nap); /* the nested callout is the outer one's time */
+        longest = lag.longest_callout;
+    }
+    TT_GE(waited, 0.02);   /* the nested run waited, or the test shows nothing */
+    TT_GE(0.035, longest); /* its waits are not the outer callout's time */
 }
 
 /* Two timers due in one pass; the first's callout runs an idle nested run of 50 ms: the second
