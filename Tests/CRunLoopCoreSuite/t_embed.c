@@ -558,13 +558,14 @@ static void host_other_mode(rl_timer_t *t, void *info) {
     x->query_timer = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
     adder_t a = {x->loop, x->timer, NULL, OTHER, 0.01};
     if (pthread_create(&th, NULL, add_later, &a)) return;
-    x->woke_timer = readable(fd, 500);
+    /* 5 s, as the hosts above: the adding thread may be held up (load, a sanitizer). */
+    x->woke_timer = readable(fd, 5000);
     pthread_join(th, NULL);
     rl_run_in_mode(OTHER, 0, false);
     x->query_source = (int)rl_loop_get_backend_timeout(x->loop, OTHER);
     adder_t b = {x->loop, NULL, x->source, OTHER, 0.01};
     if (pthread_create(&th, NULL, add_later, &b)) return;
-    x->woke_source = readable(fd, 500);
+    x->woke_source = readable(fd, 5000);
     pthread_join(th, NULL);
     rl_run_in_mode(OTHER, 0, false);
 }
