@@ -127,10 +127,15 @@ RLT_TEST(lag_timer_delayed_by_an_earlier_pass_counts_the_delay) {
     RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), a, DEF), 0);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     RLT_CHECK(ch.second != NULL && ch.probe.called_at == 0);
+    /* The first timer's own lateness apart: this thread held up before the first run (a loaded
+     * machine, a sanitizer) makes it late by milliseconds too, and its bucket was taken for the
+     * second's (13 against 12 under ASan with load). */
+    RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
+    RLT_CHECK_EQ(lag.timers_fired, 1);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     RLT_CHECK(ch.probe.called_at > 0);
     RLT_CHECK_EQ(get_lag(&lag, 0), 0);
-    RLT_CHECK_EQ(lag.timers_fired, 2);
+    RLT_CHECK_EQ(lag.timers_fired, 1);
     int late_bucket = -1;
     for (int k = bucket_of(0.003); k < RL_LAG_BUCKETS; k++)
         if (lag.late[k]) late_bucket = k;
