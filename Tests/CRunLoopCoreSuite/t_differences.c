@@ -414,7 +414,8 @@ static void *xkill_thread(void *arg) {
     return NULL;
 }
 
-static void no_leftover_wakeup_case(bool remove) {
+/* One run; *told when the helper thread's change came in time for the run to say anything. */
+static void no_leftover_wakeup_run(bool remove, bool *told) {
     const char *M = remove ? "diff-leftover-remove" : "diff-leftover-invalidate";
     rl_loop_t *loop = rl_loop_get_current();
     passes_t p;
@@ -441,18 +442,29 @@ static void no_leftover_wakeup_case(bool remove) {
     pthread_join(th, NULL);
     double done_at = atomic_load(&x.done_at);
     RLT_CHECK_EQ(r, RL_RUN_TIMED_OUT);
-    RLT_CHECK(atomic_load(&x.saw_waiting));
-    RLT_CHECK(done_at < old_deadline - 0.05); /* else this run's timing says nothing */
-    RLT_CHECK_EQ(victim.fires, 0);
     RLT_CHECK(!rl_loop_contains_timer(loop, v, M));
-    /* No wait ended between the old deadline and the run's timeout. */
-    int stray = 0;
-    for (int i = 0; i < p.n_aw; i++)
-        if (p.aw_time[i] >= old_deadline - 0.002 && p.aw_time[i] < t0 + timeout - 0.01) stray++;
-    RLT_CHECK_EQ(stray, 0);
+    /* Else the helper thread was held up (a loaded machine, a sanitizer) and this run's timing
+     * says nothing: the timer may have fired, and its wakeup was due. */
+    if (done_at < old_deadline - 0.05) {
+        RLT_CHECK(atomic_load(&x.saw_waiting));
+        RLT_CHECK_EQ(victim.fires, 0);
+        /* No wait ended between the old deadline and the run's timeout. */
+        int stray = 0;
+        for (int i = 0; i < p.n_aw; i++)
+            if (p.aw_time[i] >= old_deadline - 0.002 && p.aw_time[i] < t0 + timeout - 0.01) stray++;
+        RLT_CHECK_EQ(stray, 0);
+        *told = true;
+    }
     rl_release(v);
     drop_keepalive(loop, keep, M);
     drop_observer(loop, o, M);
+}
+
+/* Up to three runs, one of which must tell. */
+static void no_leftover_wakeup_case(bool remove) {
+    bool told = false;
+    for (int attempt = 0; attempt < 3 && !told; attempt++) no_leftover_wakeup_run(remove, &told);
+    RLT_CHECK(told);
 }
 
 RLT_TEST(diff_invalidated_last_timer_leaves_no_wakeup) { no_leftover_wakeup_case(false); }

@@ -127,10 +127,15 @@ RLT_TEST(lag_timer_delayed_by_an_earlier_pass_counts_the_delay) {
     RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), a, DEF), 0);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     RLT_CHECK(ch.second != NULL && ch.probe.called_at == 0);
+    /* The first timer's own lateness apart: this thread held up before the first run (a loaded
+     * machine, a sanitizer) makes it late by milliseconds too, and its bucket was taken for the
+     * second's (13 against 12 under ASan with load). */
+    RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
+    RLT_CHECK_EQ(lag.timers_fired, 1);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
     RLT_CHECK(ch.probe.called_at > 0);
     RLT_CHECK_EQ(get_lag(&lag, 0), 0);
-    RLT_CHECK_EQ(lag.timers_fired, 2);
+    RLT_CHECK_EQ(lag.timers_fired, 1);
     int late_bucket = -1;
     for (int k = bucket_of(0.003); k < RL_LAG_BUCKETS; k++)
         if (lag.late[k]) late_bucket = k;
@@ -541,45 +546,54 @@ static void run_nested(rl_timer_t *t, void *info) {
     n->rc = rl_run_in_mode(nested_mode, n->seconds, false);
 }
 
-/* A callout runs a nested run of 50 ms that makes one 10 ms callout and waits the rest: the
- * callout held the loop about 10 ms, not 50 (without the fix, the record was 50 ms), and the
+/* A callout runs a nested run of 100 ms that makes one 10 ms callout and waits the rest: the
+ * callout held the loop about 10 ms, not 100 (without the fix, the record was 100 ms), and the
  * loop's time in callouts and waiting add up to no more than the time it ran (without the fix:
- * 50 + 10 ms of callouts and 40 ms of waits in 50 ms). */
+ * 100 + 10 ms of callouts and 90 ms of waits in 100 ms). */
 RLT_TEST(lag_an_idle_nested_run_is_no_stall_and_no_time_counts_twice) {
     rl_loop_t *loop = rl_loop_get_current();
     double nap = 0.01;
     RLT_CHECK(tt_keepalive(nested_mode) != NULL);
-    rl_context_t sc = { &nap, NULL, NULL };
-    rl_timer_t *inner = rl_timer_create(0, 0, 0, sleep_timer, &sc);
-    RLT_CHECK(inner != NULL);
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, inner, nested_mode), 0);
-    nest_t n = { 0.05, 0 };
-    rl_context_t c = { &n, NULL, NULL };
-    rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, &c);
-    RLT_CHECK(outer != NULL);
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
+    /* This thread held up inside the outer callout (a loaded machine, a sanitizer: 40 ms and
+     * more were seen) leaves the nested run too little wait to show, or makes the callout long
+     * by itself: up to five runs, one of which must wait 20 ms and record 60 ms at most. Without
+     * the fix every run records 100 ms. What holds however late the thread is, every run checks. */
+    double waited = 0, longest = 1;
+    for (int attempt = 0; attempt < 5 && (waited < 0.02 || longest > 0.06); attempt++) {
+        rl_context_t sc = { &nap, NULL, NULL };
+        rl_timer_t *inner = rl_timer_create(0, 0, 0, sleep_timer, &sc);
+        RLT_CHECK(inner != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, inner, nested_mode), 0);
+        rl_release(inner);
+        nest_t n = { 0.1, 0 };
+        rl_context_t c = { &n, NULL, NULL };
+        rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, &c);
+        RLT_CHECK(outer != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
+        rl_release(outer);
 
-    rl_loop_stats_t s0, s1;
-    rl_loop_lag_t lag;
-    RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
-    RLT_CHECK_EQ(rl_loop_get_stats(loop, &s0), 0);
-    double before = rl_time_now();
-    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
-    double wall = rl_time_now() - before;
-    RLT_CHECK_EQ(rl_loop_get_stats(loop, &s1), 0);
-    RLT_CHECK_EQ(n.rc, RL_RUN_TIMED_OUT);
+        rl_loop_stats_t s0, s1;
+        rl_loop_lag_t lag;
+        RLT_CHECK_EQ(get_lag(&lag, RL_LAG_RESET), 0);
+        RLT_CHECK_EQ(rl_loop_get_stats(loop, &s0), 0);
+        double before = rl_time_now();
+        RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+        double wall = rl_time_now() - before;
+        RLT_CHECK_EQ(rl_loop_get_stats(loop, &s1), 0);
+        RLT_CHECK_EQ(n.rc, RL_RUN_TIMED_OUT);
 
-    double waited = s1.time_waiting - s0.time_waiting, called = s1.time_in_callouts - s0.time_in_callouts;
-    TT_GE(waited, 0.02); /* the nested run waited, or the test shows nothing */
-    TT_GE(wall + 1e-9, waited + called);
-    TT_GE(called, nap);
-    RLT_CHECK_EQ(get_lag(&lag, 0), 0);
-    RLT_CHECK_EQ(lag.longest_callout_kind, RL_CALLOUT_TIMER);
-    RLT_CHECK_EQ(lag.longest_callout_count, 1);
-    TT_GE(lag.longest_callout, nap);     /* the nested callout is the outer one's time */
-    TT_GE(0.035, lag.longest_callout);   /* its waits are not */
-    rl_release(inner);
-    rl_release(outer);
+        waited = s1.time_waiting - s0.time_waiting;
+        double called = s1.time_in_callouts - s0.time_in_callouts;
+        TT_GE(wall + 1e-9, waited + called);
+        TT_GE(called, nap);
+        RLT_CHECK_EQ(get_lag(&lag, 0), 0);
+        RLT_CHECK_EQ(lag.longest_callout_kind, RL_CALLOUT_TIMER);
+        RLT_CHECK_EQ(lag.longest_callout_count, 1);
+        TT_GE(lag.longest_callout, nap); /* the nested callout is the outer one's time */
+        longest = lag.longest_callout;
+    }
+    TT_GE(waited, 0.02);   /* the nested run waited, or the test shows nothing */
+    TT_GE(0.06, longest);  /* its waits are not the outer callout's time */
 }
 
 /* Two timers due in one pass; the first's callout runs an idle nested run of 50 ms: the second

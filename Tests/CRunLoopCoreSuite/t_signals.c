@@ -676,6 +676,15 @@ static int install_window_child(void) {
     sigemptyset(&set);
     sigaddset(&set, signo);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    /* A handler in place before the sender starts: its first signals may arrive before the
+     * first turn's install (as soon as this thread unblocks the signal again, when the sender
+     * queued one meanwhile), and at the default disposition they would kill the child. */
+    struct sigaction first;
+    memset(&first, 0, sizeof first);
+    first.sa_sigaction = turn_a;
+    first.sa_flags = SA_SIGINFO | SA_RESTART;
+    atomic_store(&turn_allowed, TURN_A);
+    if (sigaction(signo, &first, NULL)) return 9;
     pthread_t self = pthread_self(), sender;
     sigset_t old;
     pthread_sigmask(SIG_BLOCK, &set, &old); /* the sender's thread inherits the block */

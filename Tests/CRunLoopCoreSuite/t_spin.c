@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,11 +184,17 @@ RLT_TEST(a_zero_spin_sleeps_at_once_and_a_long_one_takes_a_wakeup_within_its_win
     /* The loop on one CPU, this thread (a thread of the test's own) on another. */
     bool two_cpus = CPU_COUNT(&mine) >= 2 && pin_to(nth_cpu(&mine, 1));
     int cpu = two_cpus ? nth_cpu(&mine, 0) : -1;
-    int zero_pairs, long_pairs;
-    int zero = second_signals_that_woke_a_sleeper(0, cpu, 20, &zero_pairs);
-    int long_window = second_signals_that_woke_a_sleeper(1e-3, cpu, 20, &long_pairs);
-    if (two_cpus && long_pairs < 5) /* a burst of outside load: once more */
+    int zero_pairs = 0, long_pairs = 0, zero = 0, long_window = 0;
+    /* Outside load (or a sanitizer) may leave too few pairs that count, or hold the no-spin loop
+     * up between a perform and its sleep: up to five tries, one of which must tell. A write for
+     * a wakeup within the 1 ms window ends them at once: no load explains it (see below). */
+    bool told = false;
+    for (int attempt = 0; attempt < 5 && !told; attempt++) {
+        zero = second_signals_that_woke_a_sleeper(0, cpu, 20, &zero_pairs);
         long_window = second_signals_that_woke_a_sleeper(1e-3, cpu, 20, &long_pairs);
+        if (zero < 0 || long_window < 0 || (two_cpus && long_window != 0)) break;
+        told = zero >= zero_pairs / 2 && (!two_cpus || (zero_pairs >= 5 && long_pairs >= 5));
+    }
     sched_setaffinity(0, sizeof mine, &mine);
     if (!two_cpus) { /* one CPU: a spinner keeps the signaller off it; only the no-spin half holds */
         RLT_CHECK(zero >= zero_pairs / 2);
@@ -222,19 +229,25 @@ RLT_TEST(a_due_timer_ends_the_spin_early) {
     rl_source_t *s = rl_source_create(0, &sc);
     RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
     double late_sum = 0;
-    int rounds = 20, late = 0;
-    for (int i = 0; i < rounds; i++) {
-        double when = 0;
-        rl_context_t ctx = {.info = &when};
-        double date = rl_time_now() + 1e-4;
-        rl_timer_t *t = rl_timer_create(date, 0, 0, fired_at, &ctx);
-        RLT_CHECK_EQ(rl_loop_add_timer(loop, t, RL_DEFAULT_MODE), 0);
-        rl_source_signal(s); /* a busy pass first: the next wait spins, up to the timer */
-        RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false), RL_RUN_STOPPED); /* by the timer */
-        rl_release(t);
-        RLT_CHECK(when >= date);
-        late_sum += when - date;
-        late += when - date > 8e-4;
+    int rounds = 20, late = rounds;
+    /* This thread preempted (a loaded machine) makes a timer late by itself; a spin that ran its
+     * whole window makes every one late: up to five runs of 20, one of which must hold. */
+    for (int attempt = 0; attempt < 5 && late > rounds / 2; attempt++) {
+        late_sum = 0;
+        late = 0;
+        for (int i = 0; i < rounds; i++) {
+            double when = 0;
+            rl_context_t ctx = {.info = &when};
+            double date = rl_time_now() + 1e-4;
+            rl_timer_t *t = rl_timer_create(date, 0, 0, fired_at, &ctx);
+            RLT_CHECK_EQ(rl_loop_add_timer(loop, t, RL_DEFAULT_MODE), 0);
+            rl_source_signal(s); /* a busy pass first: the next wait spins, up to the timer */
+            RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 10, false), RL_RUN_STOPPED); /* by the timer */
+            rl_release(t);
+            RLT_CHECK(when >= date);
+            late_sum += when - date;
+            late += when - date > 8e-4;
+        }
     }
     rl_source_invalidate(s);
     rl_release(s);
@@ -251,7 +264,17 @@ typedef struct {
     rl_timer_t *timer;
     _Atomic double performed_at;
     double added_at;
+    bool held_up; /* the adding thread was preempted between added_at and its add */
 } late_adder_t;
+
+/* The calling thread's involuntary context switches so far (preemptions), or -1. A round in
+ * which the loop's thread or the adding thread was preempted is late by the scheduler's doing,
+ * not the loop's (seen under ASan on a machine with a load of 17 on 2 CPUs: 2 of 3 late in five
+ * runs of ten); only the rounds that ran through tell. */
+static long preemptions(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : -1;
+}
 
 static void note_perform(void *info) { atomic_store(&((late_adder_t *)info)->performed_at, rl_time_now()); }
 
@@ -261,9 +284,11 @@ static void *add_during_spin(void *arg) {
     while (atomic_load(&a->performed_at) == 0 && rl_time_now() < deadline) rl_cpu_relax();
     double at = atomic_load(&a->performed_at);
     while (rl_time_now() < at + 2e-4) rl_cpu_relax();
+    long before = preemptions();
     a->added_at = rl_time_now();
     rl_timer_set_next_fire_date(a->timer, a->added_at);
     rl_loop_add_timer(a->loop, a->timer, RL_DEFAULT_MODE);
+    a->held_up = before < 0 || preemptions() != before;
     return NULL;
 }
 
@@ -283,23 +308,34 @@ RLT_TEST(a_timer_another_thread_adds_during_the_spin_ends_it) {
     rl_source_t *s = rl_source_create(0, &sc);
     RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
     int counted = 0, late = 0;
-    for (int i = 0; i < 10; i++) {
-        double when = 0;
-        rl_context_t ctx = {.info = &when};
-        a.timer = rl_timer_create(RL_TIME_NEVER, 0, 0, fired_at, &ctx);
-        atomic_store(&a.performed_at, 0);
-        pthread_t th;
-        RLT_CHECK_EQ(pthread_create(&th, NULL, add_during_spin, &a), 0);
-        rl_source_signal(s); /* a busy pass first: the next wait spins */
-        int rc = rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false);
-        pthread_join(th, NULL);
-        rl_timer_invalidate(a.timer);
-        rl_release(a.timer);
-        RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the timer */
-        /* Only adds made within the window (the adder was not preempted) tell. */
-        if (a.added_at - atomic_load(&a.performed_at) >= 5e-4) continue;
-        counted++;
-        late += when - a.added_at > 4e-4;
+    /* Preemptions are left out (see preemptions()), but a burst of load may still leave too few
+     * rounds or slow the rest: up to five runs of ten, the last of which decides. A spin that ran
+     * its whole window would make every round late. */
+    for (int attempt = 0; attempt < 5 && (counted < 3 || late > counted / 3); attempt++) {
+        counted = late = 0;
+        for (int i = 0; i < 10; i++) {
+            double when = 0;
+            rl_context_t ctx = {.info = &when};
+            a.timer = rl_timer_create(RL_TIME_NEVER, 0, 0, fired_at, &ctx);
+            atomic_store(&a.performed_at, 0);
+            pthread_t th;
+            RLT_CHECK_EQ(pthread_create(&th, NULL, add_during_spin, &a), 0);
+            rl_source_signal(s); /* a busy pass first: the next wait spins */
+            /* The run ends by the timer; its timeout only bounds a hang. The adding thread may be
+             * held up that long by load (under TSan a 0.5 s timeout ran out first): such a round
+             * does not count, but must not fail either. */
+            long before = preemptions();
+            int rc = rl_run_in_mode(RL_DEFAULT_MODE, 10, false);
+            bool loop_held_up = before < 0 || preemptions() != before;
+            pthread_join(th, NULL);
+            rl_timer_invalidate(a.timer);
+            rl_release(a.timer);
+            RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the timer */
+            /* Only adds made within the window, with neither thread preempted, tell. */
+            if (a.added_at - atomic_load(&a.performed_at) >= 5e-4 || a.held_up || loop_held_up) continue;
+            counted++;
+            late += when - a.added_at > 4e-4;
+        }
     }
     rl_loop_set_spin(loop, rl_wake_default_spin());
     rl_source_invalidate(s);
@@ -327,8 +363,10 @@ static void *raise_during_spin(void *arg) {
     while (atomic_load(&a->performed_at) == 0 && rl_time_now() < deadline) rl_cpu_relax();
     double at = atomic_load(&a->performed_at);
     while (rl_time_now() < at + 2e-4) rl_cpu_relax();
+    long before = preemptions();
     a->added_at = rl_time_now();
-    raise(SIGVTALRM);
+    raise(SIGVTALRM); /* the handler runs here, before raise returns */
+    a->held_up = before < 0 || preemptions() != before;
     return NULL;
 }
 
@@ -353,18 +391,29 @@ RLT_TEST(a_signal_delivered_during_the_spin_ends_it) {
     RLT_CHECK_EQ(rl_loop_add_source(loop, s, RL_DEFAULT_MODE), 0);
     RLT_CHECK_EQ(rl_loop_add_source(loop, sig, RL_DEFAULT_MODE), 0);
     int counted = 0, late = 0;
-    for (int i = 0; i < 10; i++) {
-        when = 0;
-        atomic_store(&a.performed_at, 0);
-        pthread_t th;
-        RLT_CHECK_EQ(pthread_create(&th, NULL, raise_during_spin, &a), 0);
-        rl_source_signal(s); /* a busy pass first: the next wait spins */
-        int rc = rl_run_in_mode(RL_DEFAULT_MODE, 0.5, false);
-        pthread_join(th, NULL);
-        RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the signal */
-        if (a.added_at - atomic_load(&a.performed_at) >= 5e-4) continue;
-        counted++;
-        late += when - a.added_at > 4e-4;
+    /* Preemptions are left out (see preemptions()), but a burst of load may still leave too few
+     * rounds or slow the rest: up to five runs of ten, the last of which decides. A spin that ran
+     * its whole window would make every round late. */
+    for (int attempt = 0; attempt < 5 && (counted < 3 || late > counted / 3); attempt++) {
+        counted = late = 0;
+        for (int i = 0; i < 10; i++) {
+            when = 0;
+            atomic_store(&a.performed_at, 0);
+            pthread_t th;
+            RLT_CHECK_EQ(pthread_create(&th, NULL, raise_during_spin, &a), 0);
+            rl_source_signal(s); /* a busy pass first: the next wait spins */
+            /* The run ends by the signal; its timeout only bounds a hang. The raising thread may be
+             * held up that long by load (under TSan a 0.5 s timeout ran out first): such a round
+             * does not count, but must not fail either. */
+            long before = preemptions();
+            int rc = rl_run_in_mode(RL_DEFAULT_MODE, 10, false);
+            bool loop_held_up = before < 0 || preemptions() != before;
+            pthread_join(th, NULL);
+            RLT_CHECK_EQ(rc, RL_RUN_STOPPED); /* by the signal */
+            if (a.added_at - atomic_load(&a.performed_at) >= 5e-4 || a.held_up || loop_held_up) continue;
+            counted++;
+            late += when - a.added_at > 4e-4;
+        }
     }
     rl_loop_set_spin(loop, rl_wake_default_spin());
     rl_source_invalidate(sig);
