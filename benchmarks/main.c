@@ -3,7 +3,8 @@
  *   bench [--quick] [--rounds N] [--json PATH] [--only PEER,...] [--bench NAME,...] [--no-pin]
  *         [--instr FILE]                  instruction counts per pass measured by callgrind
  *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind)
- *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process */
+ *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process
+ *   bench --heap-child PEER N CAP_S CPU                one round of the heap benchmark, likewise */
 
 #include "bench.h"
 #include <crunloop.h>
@@ -44,6 +45,7 @@ static void usage(void)
                     "[--bench NAME,..] [--no-pin] [--instr FILE]\n"
                     "       bench --callgrind-pass PEER:SCENARIO [--passes N]\n"
                     "       bench --memory-child PEER TIMERS CAP_SECONDS CPU\n"
+                    "       bench --heap-child PEER TIMERS CAP_SECONDS CPU\n"
                     "benchmarks:");
     for (size_t i = 0; i < sizeof bench_names / sizeof *bench_names; i++)
         fprintf(stderr, " %s", bench_names[i]);
@@ -121,6 +123,13 @@ int main(int argc, char **argv)
                 return 1;
             }
             return memory_child(p, atol(argv[i + 2]), atof(argv[i + 3]), atoi(argv[i + 4]));
+        } else if (!strcmp(a, "--heap-child") && i + 4 < argc) {
+            peer_t *p = peer_named(argv[i + 1]);
+            if (!p || p->load(p) != 0) {
+                fprintf(stderr, "%s: %s\n", argv[i + 1], p ? p->why : "no such peer");
+                return 1;
+            }
+            return heap_child(p, atol(argv[i + 2]), atof(argv[i + 3]), atoi(argv[i + 4]));
         } else usage();
     }
     if (rounds < 0 || rounds > MAX_ROUNDS) usage();
