@@ -328,6 +328,37 @@ struct TimerAPI<Item> {
     }
 }
 
+/// The least a Swift timer handle can cost to create and release, whatever its design: an object
+/// that stores the user's closure and has room for the C timer inside it (104 bytes, so one
+/// allocation in all), plus the clock reading with which the C core clamps a past fire date. It
+/// makes no C timer and is never scheduled, so only its create+release figure exists: the floor
+/// for the Swift layer's create+release row, measured the same way (batches of 1000 in an array).
+final class FloorTimer {
+    let body: (FloorTimer) -> Void
+    var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+
+    init(fireAt date: Double, _ body: @escaping (FloorTimer) -> Void) {
+        self.body = body
+        let now = rl_time_now()
+        storage = ((date < now ? now : date).bitPattern, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    }
+}
+
+/// Nanoseconds per FloorTimer created and released (see FloorTimer).
+@inline(never)
+func floorCreateRelease(_ count: Int) -> Double {
+    let fired = Count()
+    let batch = 1000, batches = max(1, count / batch)
+    var timers: [FloorTimer] = []
+    timers.reserveCapacity(batch)
+    let start = nowNanos()
+    for _ in 0..<batches {
+        for _ in 0..<batch { timers.append(FloorTimer(fireAt: 0) { _ in fired.value += 1 }) }
+        timers.removeAll(keepingCapacity: true)
+    }
+    return Double(nowNanos() - start) / Double(batches * batch)
+}
+
 func swiftTimers(_ count: Int) -> TimerCosts {
     let loop = Loop.current
     let fired = Count()
@@ -468,10 +499,11 @@ if jobsOnly {
 
 if timersOnly {
     let t = startThread {
-        let c = cTimers(timersPerRound), s = swiftTimers(timersPerRound)
+        let c = cTimers(timersPerRound), s = swiftTimers(timersPerRound), f = floorCreateRelease(timersPerRound)
         for (name, figure) in [("create+release", \TimerCosts.create), ("add+fire", \.addFire), ("one-shot life", \.life)] {
             print("timer \(name): C \(fmt(c[keyPath: figure])) Swift \(fmt(s[keyPath: figure])) ns/op")
         }
+        print("timer create+release floor (Swift object with the closure, no C timer): \(fmt(f)) ns/op")
     }
     pthread_join(t, nil)
     exit(0)
@@ -483,6 +515,7 @@ var swiftTimer: [Double] = [], cTimer: [Double] = [], foundationTimer: [Double] 
 
 // The timer runs happen on a thread of their own, with a fresh loop.
 let timerResults = Mutex<([TimerCosts], [TimerCosts], [TimerCosts])>(([], [], []))
+let floorResults = Mutex<[Double]>([])
 
 pin(to: 0)
 
@@ -509,7 +542,9 @@ for round in 0..<rounds {
             c = cTimers(timersPerRound)
         }
         let f = foundationTimers(timersPerRound / 4)
+        let floor = floorCreateRelease(timersPerRound)
         timerResults.withLock { $0.0.append(c); $0.1.append(s); $0.2.append(f) }
+        floorResults.withLock { $0.append(floor) }
     }
     pthread_join(t, nil)
     jobRound(round, calls: jobCalls, into: &jobFigures)
@@ -547,7 +582,11 @@ print(row("wakeup latency p99 (signal+wake)", percentile(cS, 0.99), percentile(s
 for (name, _, figure) in timerRows {
     print(row(name, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, unit: "ns/op"))
 }
+let floorCreate = median(floorResults.withLock { $0 })
+print(row("timer create+release floor", timerMedian(cT, \.create), floorCreate, .nan, control: nil, unit: "ns/op"))
 print("control: a second C source woken the same way as the C API's, over the C API's figure (the harness's own spread).")
+print("floor: the least any Swift timer handle costs to create and release: an object holding the closure and")
+print("room for the C timer (one allocation), plus the clamp's clock reading; no C timer is made (FloorTimer).")
 print("timers: medians over rounds; add+fire adds 1000 due timers and fires them in one polling pass;")
 print("one-shot life is create, add, release, and a polling pass of its own, per timer.")
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
@@ -572,6 +611,7 @@ if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < Command
     ] + timerRows.map { name, key, figure in
         entry(key, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, "ns/op")
     } + [
+        "  \"timer_create_release_floor\": {\"c_api\": \(timerMedian(cT, \.create)), \"swift_floor\": \(floorCreate), \"floor_over_c\": \(floorCreate / timerMedian(cT, \.create)), \"unit\": \"ns/op\"}",
         "  \"actor_jobs_per_second\": {\"loop_executor\": \(jobMedians[0]), \"default_executor\": \(jobMedians[1]), \"dispatch_queue_executor\": \(jobMedians[2]), \"unit\": \"calls/s\"}",
     ]
     let text = "{\n\(body.joined(separator: ",\n"))\n}\n"
