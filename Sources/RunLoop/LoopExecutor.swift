@@ -24,9 +24,20 @@ internal import CRunLoopCore
 /// }.value
 /// ```
 ///
-/// Jobs run in the order enqueued, when the loop runs in a common mode. A job runs isolated to
-/// this executor and with it as the task executor, so a task that prefers this executor calls an
-/// actor pinned to it without a hop: the call runs at once, on the same thread.
+/// Jobs run in the order enqueued, when the loop runs in a common mode, isolated to this executor,
+/// so that a call between two pieces of code isolated to it runs at once, on the same thread,
+/// without a hop through the queue. That holds for both kinds of caller:
+/// - a task that prefers this executor runs with it as its task executor, and calls an actor
+///   pinned to it at once;
+/// - a task without a preference that has hopped onto an actor pinned to this executor runs with
+///   no task executor, so its further calls to that actor, or to another actor pinned here, run
+///   at once too (as on a default actor). Were it run with this executor as its task executor,
+///   the runtime would see a task executor the task does not prefer, and queue every such call
+///   again: one loop block per call.
+///
+/// The two kinds of job arrive apart: an actor's jobs through the serial executor identity that
+/// ``asUnownedSerialExecutor()`` returns (a companion object of this executor), a preferring
+/// task's jobs through this object as a `TaskExecutor`.
 ///
 /// **Cost.** Each job is queued as one loop block in the common modes and the loop is woken
 /// (`rl_loop_perform_context(RL_COMMON_MODES)` + `rl_loop_wakeup`); the block's context is the
@@ -53,6 +64,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// What keeps the loop's thread running, when the executor belongs to a worker.
     private let owner: (any Sendable & AnyObject)?
 
+    /// The serial executor identity of this executor (see ``asUnownedSerialExecutor()``).
+    private let serial = LoopSerialIdentity()
+
     /// An executor running jobs on `loop`'s thread.
     public convenience init(loop: Loop) { self.init(loop: loop, keepingAlive: nil) }
 
@@ -62,16 +76,34 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     init(loop: Loop, keepingAlive owner: (any Sendable & AnyObject)?) {
         self.loop = loop
         self.owner = owner
+        serial.executor = self
     }
 
     /// Queues `job` to run on the loop's thread and wakes the loop. Any thread.
+    ///
+    /// Jobs that come here are those of tasks that prefer this executor (and, with the
+    /// experimental main executor, the main actor's): each runs isolated to this executor and
+    /// with it as its task executor. An actor's jobs come through ``asUnownedSerialExecutor()``.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+        push(UnownedJob(job), asTaskExecutor: true)
+    }
+
+    /// The serial executor to pin an actor to: a companion of this executor, with the same loop,
+    /// queue and isolation (its `checkIsolated` is this executor's), through which the actor's
+    /// jobs arrive apart from those of preferring tasks, and run with no task executor. A task
+    /// without a preference then calls such actors again and again at once, once it has hopped
+    /// onto one of them. Stable for the executor's life.
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: serial)
+    }
+
+    /// Queues `job` and wakes the loop; `asTaskExecutor` says how it will run. Any thread.
+    fileprivate func push(_ job: UnownedJob, asTaskExecutor: Bool) {
         let raw = loop.raw
         // The block's context owns one retain of the executor (handed over when queued).
         let info = Unmanaged.passRetained(self).toOpaque()
         let code = queue.withLock { queue -> Int32 in
-            queue.push(job)
+            queue.push(QueuedJob(job: job, asTaskExecutor: asTaskExecutor))
             var context = rl_block_context_t(
                 info: info, retain: nil, release: { releaseBox($0) },
                 perform: { info in
@@ -91,8 +123,12 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
 
     /// Runs the oldest job (the block performing this is that job's).
     private func runNext() {
-        guard let job = queue.withLock({ $0.pop() }) else { return }
-        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        guard let next = queue.withLock({ $0.pop() }) else { return }
+        if next.asTaskExecutor {
+            next.job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        } else {
+            next.job.runSynchronously(on: asUnownedSerialExecutor())
+        }
     }
 
     /// Traps unless called on the loop's thread (`rl_loop_is_current`).
@@ -104,16 +140,39 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     public func isIsolatingCurrentContext() -> Bool? { loop.isCurrent }
 }
 
+/// The serial executor identity of a ``LoopExecutor``: what actors pinned to it name as their
+/// executor. Its jobs go to the same queue as the executor's own, marked to run with no task
+/// executor. It lives as long as its executor, which owns it; whoever holds an actor's unowned
+/// executor holds the actor, which holds the executor.
+final class LoopSerialIdentity: SerialExecutor, @unchecked Sendable {
+    // @unchecked: set once, by the executor's initializer, before anyone can see either object.
+    unowned(unsafe) var executor: LoopExecutor!
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        executor.push(UnownedJob(job), asTaskExecutor: false)
+    }
+
+    func checkIsolated() { executor.checkIsolated() }
+
+    func isIsolatingCurrentContext() -> Bool? { executor.isIsolatingCurrentContext() }
+}
+
+/// A queued job and how it runs (see ``LoopExecutor/enqueue(_:)``).
+struct QueuedJob {
+    let job: UnownedJob
+    let asTaskExecutor: Bool
+}
+
 /// A first-in, first-out ring of jobs whose storage grows by doubling and is kept.
 struct JobQueue {
-    private var slots: [UnownedJob?] = Array(repeating: nil, count: 16)
+    private var slots: [QueuedJob?] = Array(repeating: nil, count: 16)
     private var head = 0
     private(set) var count = 0
 
-    mutating func push(_ job: UnownedJob) {
+    mutating func push(_ job: QueuedJob) {
         if count == slots.count {
             // Unroll into a twice larger array, oldest first.
-            var grown: [UnownedJob?] = Array(repeating: nil, count: slots.count * 2)
+            var grown: [QueuedJob?] = Array(repeating: nil, count: slots.count * 2)
             for i in 0..<count { grown[i] = slots[(head + i) % slots.count] }
             slots = grown
             head = 0
@@ -122,7 +181,7 @@ struct JobQueue {
         count += 1
     }
 
-    mutating func pop() -> UnownedJob? {
+    mutating func pop() -> QueuedJob? {
         guard count > 0 else { return nil }
         let job = slots[head]
         slots[head] = nil

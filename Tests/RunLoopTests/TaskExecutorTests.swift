@@ -14,6 +14,25 @@ actor Probe {
     }
 }
 
+/// An actor on the same executor as a `Probe`, calling it after queueing loop work.
+actor ProbeCaller {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    init(executor: LoopExecutor) { self.executor = executor }
+
+    func call(_ probe: Probe, times: Int) async throws -> [(onLoop: Bool, queuedWorkRan: Bool)] {
+        var seen: [(onLoop: Bool, queuedWorkRan: Bool)] = []
+        for _ in 0..<times {
+            // Loop work queued now runs at the loop's next block: before the probe's method if
+            // the call goes through the loop's queue, after it if the call runs at once.
+            let flag = Counter()
+            try executor.loop.perform { flag.increment() }
+            seen.append(await probe.look(at: flag))
+        }
+        return seen
+    }
+}
+
 /// The loop's executor as a `TaskExecutor` (issue 10, item 3).
 @Suite("Task executor", .serialized)
 struct TaskExecutorTests {
@@ -102,6 +121,20 @@ struct TaskExecutorTests {
         let (cancelledOnLoop, endedOnLoop) = await task.value
         #expect(cancelledOnLoop == 4)
         #expect(endedOnLoop)
+    }
+
+    @Test func actorsOnTheSameLoopCallEachOtherWithoutAHopInATaskWithoutAPreference() async throws {
+        let worker = try LoopWorker(name: "no-hop-plain")
+        defer { worker.shutDown() }
+        let probe = Probe(executor: worker.executor)
+        let caller = ProbeCaller(executor: worker.executor)
+        // A detached task prefers no executor: it hops onto the caller once, and from there each
+        // call to the probe must run at once. Were the caller's job run with the loop's executor
+        // as its task executor, the runtime would see a task executor the task does not prefer
+        // and queue every call again (the queued work would then run first).
+        let seen = try await Task.detached { try await caller.call(probe, times: 3) }.value
+        #expect(seen.map(\.onLoop) == [true, true, true])
+        #expect(seen.map(\.queuedWorkRan) == [false, false, false], "each call ran at once, without a hop")
     }
 
     @Test func anActorPinnedToTheSameLoopIsCalledWithoutAHop() async throws {

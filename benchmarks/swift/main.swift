@@ -17,8 +17,9 @@
 //   - actor jobs per second (issue 10, item 2): one actor type's calls from 8 concurrent tasks,
 //     the actor pinned to a LoopWorker's LoopExecutor, on the default actor executor, and on a
 //     serial DispatchQueue wrapped as a SerialExecutor (DispatchSerialQueue is not in Linux's
-//     Dispatch); the three interleaved round by round. `--jobs-only` runs just this part, with
-//     few calls (a smoke test, not a figure).
+//     Dispatch), called again and again, and called alternately with a default actor (so that
+//     every call is a real job); the six interleaved round by round. `--jobs-only` runs just this
+//     part, with few calls (a smoke test, not a figure).
 // Ratios are Swift layer / C API (target: at most 1.10).
 import CRunLoopCore
 import Foundation
@@ -451,16 +452,30 @@ actor QueueBumper: Bumping {
     func bump() { count += 1 }
 }
 
-/// Calls per second of `calls` calls to `actor.bump()`, made by 8 concurrent tasks (each call is
-/// one job on the actor's executor), from a synchronous caller.
-func jobsPerSecond(_ actor: some Bumping, calls: Int) -> Double {
+/// Calls per second of `calls` calls to `actor.bump()`, made by 8 concurrent tasks, from a
+/// synchronous caller. A task hops onto the actor once and then calls it again and again: a
+/// runtime that can tell the task is already on the actor's executor runs each further call at
+/// once. With `hopping`, each task calls a default actor of its own between two calls, so that
+/// every call of the measured actor is a real job on its executor (the figure counts those calls
+/// only, and includes the default actor's).
+func jobsPerSecond(_ actor: some Bumping, calls: Int, hopping: Bool = false) -> Double {
     let result = Mutex<Double>(0)
     let done = DispatchSemaphore(value: 0)
     Task.detached {
         let start = nowNanos()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
-                group.addTask { for _ in 0..<(calls / 8) { await actor.bump() } }
+                if hopping {
+                    group.addTask {
+                        let other = DefaultBumper()
+                        for _ in 0..<(calls / 8) {
+                            await actor.bump()
+                            await other.bump()
+                        }
+                    }
+                } else {
+                    group.addTask { for _ in 0..<(calls / 8) { await actor.bump() } }
+                }
             }
         }
         let seconds = Double(nowNanos() - start) / 1e9
@@ -471,28 +486,36 @@ func jobsPerSecond(_ actor: some Bumping, calls: Int) -> Double {
     return result.withLock { $0 }
 }
 
-/// One round of the three variants, in an order that rotates with the round.
+/// One round of the six variants (three executors, repeated and hopping calls), in an order that
+/// rotates with the round. Figures 0-2 are repeated calls, 3-5 hopping ones, each in the order
+/// LoopExecutor, default executor, DispatchQueue executor.
 func jobRound(_ round: Int, calls: Int, into figures: inout [[Double]]) {
     let worker = try! LoopWorker(name: "bench-jobs")
     defer { worker.shutDown() }
+    let hoppingCalls = calls / 4  // a real job per call: slower, so fewer
     let variants: [() -> Double] = [
         { jobsPerSecond(LoopBumper(worker.executor), calls: calls) },
         { jobsPerSecond(DefaultBumper(), calls: calls) },
         { jobsPerSecond(QueueBumper(QueueExecutor()), calls: calls) },
+        { jobsPerSecond(LoopBumper(worker.executor), calls: hoppingCalls, hopping: true) },
+        { jobsPerSecond(DefaultBumper(), calls: hoppingCalls, hopping: true) },
+        { jobsPerSecond(QueueBumper(QueueExecutor()), calls: hoppingCalls, hopping: true) },
     ]
-    for k in 0..<3 {
-        let v = (k + round) % 3
+    for k in 0..<variants.count {
+        let v = (k + round) % variants.count
         figures[v].append(variants[v]())
     }
 }
 
 let jobCalls = jobsOnly ? 2_000 : (quick ? 50_000 : 200_000)
-var jobFigures: [[Double]] = [[], [], []]
+var jobFigures: [[Double]] = Array(repeating: [], count: 6)
 if jobsOnly {
     for round in 0..<2 { jobRound(round, calls: jobCalls, into: &jobFigures) }
     let names = ["LoopExecutor", "default executor", "DispatchQueue executor"]
-    for (name, figures) in zip(names, jobFigures) {
-        print("actor jobs on \(name): \(figures.map { String(format: "%.0f", $0) }.joined(separator: ", ")) calls/s")
+    for (k, name) in names.enumerated() {
+        for (mode, figures) in [("repeated", jobFigures[k]), ("hopping", jobFigures[k + 3])] {
+            print("actor jobs on \(name), \(mode): \(figures.map { String(format: "%.0f", $0) }.joined(separator: ", ")) calls/s")
+        }
     }
     exit(0)
 }
@@ -592,9 +615,12 @@ print("one-shot life is create, add, release, and a polling pass of its own, per
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
 print("Foundation's timer figures include leaking each Timer (a Foundation bug).")
 let jobMedians = jobFigures.map(median)
-print("actor jobs (calls/s, median over rounds, \(jobCalls) calls from 8 tasks per round):")
-print(String(format: "  LoopExecutor %.0f   default executor %.0f   DispatchQueue executor %.0f   LoopExecutor/default %.3f",
+print("actor jobs (calls/s, median over rounds, from 8 tasks; repeated: \(jobCalls) calls of the actor in a row,")
+print("hopping: \(jobCalls / 4) calls, each after a call of a default actor, so each is a real job):")
+print(String(format: "  repeated: LoopExecutor %.0f   default executor %.0f   DispatchQueue executor %.0f   LoopExecutor/default %.3f",
              jobMedians[0], jobMedians[1], jobMedians[2], jobMedians[0] / jobMedians[1]))
+print(String(format: "  hopping:  LoopExecutor %.0f   default executor %.0f   DispatchQueue executor %.0f   LoopExecutor/default %.3f",
+             jobMedians[3], jobMedians[4], jobMedians[5], jobMedians[3] / jobMedians[4]))
 print("wakeups: a loop that has just performed signalled sources spins up to 5 us before it sleeps, so")
 print("back-to-back signals to a busy loop cost far less than a sleeping loop's wakeup.")
 
@@ -613,6 +639,7 @@ if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < Command
     } + [
         "  \"timer_create_release_floor\": {\"c_api\": \(timerMedian(cT, \.create)), \"swift_floor\": \(floorCreate), \"floor_over_c\": \(floorCreate / timerMedian(cT, \.create)), \"unit\": \"ns/op\"}",
         "  \"actor_jobs_per_second\": {\"loop_executor\": \(jobMedians[0]), \"default_executor\": \(jobMedians[1]), \"dispatch_queue_executor\": \(jobMedians[2]), \"unit\": \"calls/s\"}",
+        "  \"actor_hopping_jobs_per_second\": {\"loop_executor\": \(jobMedians[3]), \"default_executor\": \(jobMedians[4]), \"dispatch_queue_executor\": \(jobMedians[5]), \"unit\": \"calls/s\"}",
     ]
     let text = "{\n\(body.joined(separator: ",\n"))\n}\n"
     let path = CommandLine.arguments[flag + 1]
