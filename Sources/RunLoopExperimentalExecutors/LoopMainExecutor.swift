@@ -1,9 +1,8 @@
 // A loop as Swift concurrency's main executor: `Loop.main` runs the main actor's jobs.
 //
 // The conformances are on `LoopExecutor` itself, like `SchedulingExecutor`: the main actor's
-// jobs must run isolated to the main executor's serial identity, and `LoopExecutor` runs each of
-// its jobs isolated to its own (`asUnownedSerialExecutor()`); a wrapper forwarding to it would
-// make every main-actor call hop. As SPI protocols,
+// jobs must run isolated to the main executor object, and `LoopExecutor` runs each job isolated
+// to itself; a wrapper forwarding to it would make every main-actor call hop. As SPI protocols,
 // they are conformed to in `@_spi` extensions; `run`, `runUntil` and `stop` are public.
 #if compiler(>=6.3)
 @_spi(ExperimentalCustomExecutors) import _Concurrency

@@ -266,15 +266,9 @@ struct ConcurrencyTests {
 
     @Test func jobQueueIsFirstInFirstOutAcrossWrapAndGrowth() {
         var queue = JobQueue()
-        // Jobs are opaque: use distinct fake pointers, never run; every other one is a task
-        // executor's, and the mark must come back with its job.
-        func job(_ i: Int) -> QueuedJob {
-            QueuedJob(job: unsafeBitCast(UnsafeRawPointer(bitPattern: 16 * (i + 1))!, to: UnownedJob.self), asTaskExecutor: i % 2 == 0)
-        }
-        func id(_ queued: QueuedJob?) -> Int {
-            let i = Int(bitPattern: unsafeBitCast(queued!.job, to: UnsafeRawPointer.self)) / 16 - 1
-            return queued!.asTaskExecutor == (i % 2 == 0) ? i : -1
-        }
+        // Jobs are opaque: use distinct fake pointers, never run.
+        func job(_ i: Int) -> UnownedJob { unsafeBitCast(UnsafeRawPointer(bitPattern: 16 * (i + 1))!, to: UnownedJob.self) }
+        func id(_ job: UnownedJob?) -> Int { Int(bitPattern: unsafeBitCast(job!, to: UnsafeRawPointer.self)) / 16 - 1 }
         var next = 0
         var expected = 0
         for round in 0..<5 {

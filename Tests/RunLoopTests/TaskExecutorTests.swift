@@ -33,6 +33,18 @@ actor ProbeCaller {
     }
 }
 
+/// A default actor that hands a call on to a `ProbeCaller` after touching its own state (so the
+/// compiler cannot fold the hop through it away).
+actor Relay {
+    var calls = 0
+    func relay(to caller: ProbeCaller, _ probe: Probe) async throws -> [(onLoop: Bool, queuedWorkRan: Bool)] {
+        calls += 1
+        let seen = try await caller.call(probe, times: 3)
+        calls += 1
+        return seen
+    }
+}
+
 /// The loop's executor as a `TaskExecutor` (issue 10, item 3).
 @Suite("Task executor", .serialized)
 struct TaskExecutorTests {
@@ -135,6 +147,47 @@ struct TaskExecutorTests {
         let seen = try await Task.detached { try await caller.call(probe, times: 3) }.value
         #expect(seen.map(\.onLoop) == [true, true, true])
         #expect(seen.map(\.queuedWorkRan) == [false, false, false], "each call ran at once, without a hop")
+    }
+
+    @Test func aPreferringTaskComingFromAnotherActorCallsActorsOnTheLoopWithoutAHop() async throws {
+        let worker = try LoopWorker(name: "no-hop-relay")
+        defer { worker.shutDown() }
+        let probe = Probe(executor: worker.executor)
+        let caller = ProbeCaller(executor: worker.executor)
+        let relay = Relay()
+        // The task prefers the loop but reaches the caller from a default actor: its job comes
+        // to the executor as an actor's would. The caller's calls to the probe still run at once.
+        let seen = try await Task(executorPreference: worker.executor) {
+            try await relay.relay(to: caller, probe)
+        }.value
+        #expect(seen.map(\.onLoop) == [true, true, true])
+        #expect(seen.map(\.queuedWorkRan) == [false, false, false], "each call ran at once, without a hop")
+        #expect(await relay.calls == 2)
+    }
+
+    @Test func aTaskGoingBackAndForthBetweenItsCodeAndAnActorOnTheLoopStaysOnTheLoop() async throws {
+        let worker = try LoopWorker(name: "back-and-forth")
+        defer { worker.shutDown() }
+        let loop = worker.loop
+        let actor = Pinned(executor: worker.executor)
+        // Each return from the actor to the task's own code is a switch of executor, and each
+        // call a switch back; the executor starts the job again at once each time, and after
+        // many in a row lets it wait in the queue. Nothing is lost or run off the loop, with a
+        // preference and without.
+        let preferring = await Task(executorPreference: worker.executor) { () -> Int in
+            var offLoop = 0
+            for i in 0..<200 {
+                await actor.record(i)
+                if !loop.isCurrent { offLoop += 1 }
+            }
+            return offLoop
+        }.value
+        #expect(preferring == 0)
+        await Task.detached {
+            for i in 200..<400 { await actor.record(i) }
+        }.value
+        #expect(await actor.log == Array(0..<400))
+        #expect(await actor.offThread == 0)
     }
 
     @Test func anActorPinnedToTheSameLoopIsCalledWithoutAHop() async throws {
