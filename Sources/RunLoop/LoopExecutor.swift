@@ -29,14 +29,17 @@ internal import CRunLoopCore
 /// actor pinned to it without a hop: the call runs at once, on the same thread.
 ///
 /// A task without a preference that has hopped onto an actor pinned here gets the same for its
-/// further calls to that actor, or to another one pinned here. The runtime cannot be told which
-/// tasks prefer the executor, and sees in the first such call a task executor the task does not
-/// prefer: it queues the task on the executor again. The executor recognizes that (the job it is
-/// running, queued again from its own thread before it returns) and runs the task at once, now
-/// with no task executor, so that its further calls run inline (repeated calls from 8 tasks: 85
-/// million per second on a 2-vCPU VM, against 7 million when each was queued again). The same
-/// goes the other way for a task that prefers the executor: a job whose task executor proves
-/// wrong costs a second start of it, never a pass of the loop.
+/// further calls to that actor, or to another one pinned here. No API lets an executor read a
+/// job's preference, so its first such call finds this executor as its task executor, which it
+/// does not prefer, and the runtime queues the task again. The executor recognizes that (the task
+/// it is running, queued again from its own thread before it returns) and starts it again at
+/// once with no task executor, so that its further calls run inline: repeated calls from 8 tasks
+/// make 85 million calls per second on a 2-vCPU VM, against 7 million when each went through the
+/// loop's queue. A preferring task that ran with none is started again likewise with this
+/// executor. A task may also be queued again whatever the choice (returning from an actor to its
+/// own code is a switch to the generic executor; a task may prefer another executor): each time
+/// costs a start, and after 32 starts in a row the task waits its turn in the queue, a pass of
+/// the loop, so that the loop's other work is not held up.
 ///
 /// **Cost.** Each job is queued as one loop block in the common modes and the loop is woken
 /// (`rl_loop_perform_context(RL_COMMON_MODES)` + `rl_loop_wakeup`); the block's context is the
@@ -77,16 +80,19 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     init(loop: Loop, keepingAlive owner: (any Sendable & AnyObject)?) {
         self.loop = loop
         self.owner = owner
+        _ = taskMetadata  // read now, not on the loop's thread in the middle of a switch
     }
 
     /// Queues `job` to run on the loop's thread and wakes the loop. Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let raw = loop.raw
-        // The running job, queued again by the runtime as it switches executors (nothing else
-        // can queue a task while it runs): runNext starts it again as soon as it returns.
-        // (On the loop's thread only: the check of the thread comes first.)
-        if rl_loop_is_current(raw), let running, running == identity(of: job) {
+        // The running task, queued again by the runtime as it switches executors (nothing else
+        // can queue a task while it runs): runNext starts it again as soon as it returns. Only a
+        // task: a job of another kind (a default actor's processing job) may free itself as it
+        // runs, and a new one take its address; that one waits its turn. (On the loop's thread
+        // only: the check of the thread comes first.)
+        if rl_loop_is_current(raw), let running, running == identity(of: job), isTask(job) {
             requeued = true
             return
         }
@@ -114,13 +120,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// Runs the oldest job (the block performing this is that job's).
     ///
     /// A job starts isolated to this executor and with it as its task executor. When the runtime
-    /// queues it again before it returns, the task executor was not the one its task prefers:
-    /// the task has no preference and is calling an actor pinned here, or it prefers this
-    /// executor and ran with none. It then starts again at once with the other choice. Both
-    /// choices run the job isolated to this executor, on its thread, so either is correct; only
-    /// whether the task's next call here runs inline depends on it. After many starts in a row
-    /// (a task alternating between its own code and actors pinned here), the job waits its turn
-    /// in the queue, so that the loop's other work is not held up.
+    /// queues it again before it returns (a task switching executors), it starts again at once
+    /// with the other choice of task executor (none, or this one). Both choices run the task
+    /// isolated to this executor, on its thread, so either is correct; only whether its next call
+    /// to an actor pinned here runs inline depends on it. After 32 starts in a row the job waits
+    /// its turn in the queue, so that the loop's other work is not held up.
     private func runNext() {
         guard let next = queue.withLock({ $0.pop() }) else { return }
         let outer = (running, requeued)  // a job may run the loop, and so this, nested
@@ -151,12 +155,28 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     public func isIsolatingCurrentContext() -> Bool? { loop.isCurrent }
 }
 
-/// The address of the job: what tells it from another while it runs. (A task is alive while its
-/// job runs, so no other task can have its address then. A job of another kind may free itself
-/// as it runs, but these are far smaller than a task, so no task made meanwhile reuses the
-/// address.)
+/// The address of the job: what tells it from another while it runs (a task is alive while its job
+/// runs, so no other task has its address then).
 private func identity(of job: UnownedJob) -> UnsafeRawPointer {
     unsafeBitCast(job, to: UnsafeRawPointer.self)
+}
+
+/// The first word of every task of the runtime (a job is a reference-counted runtime object whose
+/// first word is its type metadata, and every task has the task type's), read once from a task
+/// made for the purpose, which does nothing. No public API tells a task from a job of another
+/// kind; should a runtime lay its jobs out otherwise, no job matches and the executor only loses
+/// the restart (every job then runs with itself as the task executor).
+nonisolated(unsafe) private let taskMetadata: UnsafeRawPointer? = {
+    let task = Task.detached(priority: .background) {}
+    return withExtendedLifetime(task) {
+        unsafeBitCast(task, to: UnsafeRawPointer.self).load(as: UnsafeRawPointer?.self)
+    }
+}()
+
+/// Whether `job`, which is queued and so alive, is a task.
+private func isTask(_ job: UnownedJob) -> Bool {
+    guard let taskMetadata else { return false }
+    return identity(of: job).load(as: UnsafeRawPointer?.self) == taskMetadata
 }
 
 /// A first-in, first-out ring of jobs whose storage grows by doubling and is kept.

@@ -45,6 +45,33 @@ actor Relay {
     }
 }
 
+/// Two default actors: the first queues loop work, then calls the second.
+actor FirstHop {
+    func hop(to second: SecondHop, _ log: Log<String>, _ i: Int, on loop: Loop) async throws {
+        try loop.perform { log.append("loop \(i)") }
+        await second.touch(log, i)
+    }
+}
+
+actor SecondHop {
+    func touch(_ log: Log<String>, _ i: Int) { log.append("actor \(i)") }
+}
+
+/// An actor on a loop that yields.
+actor Yielder {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    init(executor: LoopExecutor) { self.executor = executor }
+    func nothing() {}
+    /// Whether loop work queued before a `Task.yield()` ran during it.
+    func yieldLetsQueuedWorkRun() async throws -> Bool {
+        let flag = Counter()
+        try executor.loop.perform { flag.increment() }
+        await Task.yield()
+        return flag.count > 0
+    }
+}
+
 /// The loop's executor as a `TaskExecutor` (issue 10, item 3).
 @Suite("Task executor", .serialized)
 struct TaskExecutorTests {
@@ -188,6 +215,94 @@ struct TaskExecutorTests {
         }.value
         #expect(await actor.log == Array(0..<400))
         #expect(await actor.offThread == 0)
+    }
+
+    @Test func aPreferringTaskCallsActorsOnTheLoopFromItsOwnCodeWithoutAHop() async throws {
+        let worker = try LoopWorker(name: "pref-calls")
+        defer { worker.shutDown() }
+        let probe = Probe(executor: worker.executor)
+        let loop = worker.loop
+        // Each return from the probe to the task's own code is a switch (to the generic
+        // executor), after which the task starts again with no task executor; its next call to
+        // the probe must switch back, and the executor starts it again at once with itself as
+        // the task executor: every call runs before the loop work queued ahead of it.
+        let queuedWorkRan = try await Task(executorPreference: worker.executor) { () -> [Bool] in
+            var seen: [Bool] = []
+            for _ in 0..<5 {
+                let flag = Counter()
+                try loop.perform { flag.increment() }
+                seen.append(await probe.look(at: flag).queuedWorkRan)
+            }
+            return seen
+        }.value
+        #expect(queuedWorkRan == [false, false, false, false, false])
+    }
+
+    @Test func aPreferringTaskOnAnActorOfTheLoopCallsAnotherManyTimesWithoutAHop() async throws {
+        let worker = try LoopWorker(name: "pref-many")
+        defer { worker.shutDown() }
+        let probe = Probe(executor: worker.executor)
+        let caller = ProbeCaller(executor: worker.executor)
+        // A first call, and the return from it to the task's own code (a switch to the generic
+        // executor), leave the task running with no task executor. It then reaches the caller,
+        // and the executor starts it there again with itself as the task executor, so the 40
+        // calls that follow are all inline. Started again with none, each would be queued again,
+        // and past 32 in a row one would wait for a pass of the loop.
+        let seen = try await Task(executorPreference: worker.executor) {
+            _ = await probe.look(at: Counter())
+            return try await caller.call(probe, times: 40)
+        }.value
+        let offLoop = seen.filter { !$0.onLoop }.count
+        let queuedAgain = seen.indices.filter { seen[$0].queuedWorkRan }
+        #expect(offLoop == 0)
+        #expect(queuedAgain.isEmpty, "calls queued again: \(queuedAgain)")
+    }
+
+    @Test func aDefaultActorsJobOnTheLoopWaitsItsTurn() async throws {
+        let worker = try LoopWorker(name: "turns")
+        defer { worker.shutDown() }
+        let first = FirstHop(), second = SecondHop()
+        let log = Log<String>()
+        let loop = worker.loop
+        // A task that prefers the loop makes the default actors' processing jobs loop jobs. The
+        // first actor's job frees itself as it runs, and the second's, made meanwhile, often
+        // gets its address: it is not the running task queued again, and must wait behind the
+        // loop work queued before it.
+        try await Task(executorPreference: worker.executor) {
+            for i in 0..<20 { try await first.hop(to: second, log, i, on: loop) }
+        }.value
+        #expect(eventually { log.all.count == 40 })
+        let all = log.all
+        let inversions = (0..<20).filter { i in
+            guard let queued = all.firstIndex(of: "loop \(i)"), let ran = all.firstIndex(of: "actor \(i)") else { return true }
+            return ran < queued
+        }
+        #expect(inversions.isEmpty, "the second actor ran before loop work queued earlier in rounds \(inversions)")
+    }
+
+    @Test func yieldingOnTheLoopLetsQueuedWorkRun() async throws {
+        let worker = try LoopWorker(name: "yields")
+        defer { worker.shutDown() }
+        let yielder = Yielder(executor: worker.executor)
+        let loop = worker.loop
+        // A yield queues a job of its own, not the task: the executor does not start it again at
+        // once, and loop work queued before the yield runs during it.
+        let plain = try await Task.detached {
+            await yielder.nothing()
+            return try await yielder.yieldLetsQueuedWorkRun()
+        }.value
+        let preferring = try await Task(executorPreference: worker.executor) {
+            await yielder.nothing()
+            return try await yielder.yieldLetsQueuedWorkRun()
+        }.value
+        let nonisolated = try await Task(executorPreference: worker.executor) { () -> Bool in
+            await yielder.nothing()
+            let flag = Counter()
+            try loop.perform { flag.increment() }
+            await Task.yield()
+            return flag.count > 0
+        }.value
+        #expect(plain && preferring && nonisolated)
     }
 
     @Test func anActorPinnedToTheSameLoopIsCalledWithoutAHop() async throws {
