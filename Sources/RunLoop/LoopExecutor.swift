@@ -80,7 +80,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     init(loop: Loop, keepingAlive owner: (any Sendable & AnyObject)?) {
         self.loop = loop
         self.owner = owner
-        _ = taskMetadata  // read now, not on the loop's thread in the middle of a switch
     }
 
     /// Queues `job` to run on the loop's thread and wakes the loop. Any thread.
@@ -127,6 +126,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor {
     /// its turn in the queue, so that the loop's other work is not held up.
     private func runNext() {
         guard let next = queue.withLock({ $0.pop() }) else { return }
+        // Read once per process, here: between jobs, with the runtime set up (not while an
+        // executor factory is being asked for this executor, nor in the middle of a switch).
+        _ = taskMetadata
         let outer = (running, requeued)  // a job may run the loop, and so this, nested
         defer { (running, requeued) = outer }
         let job = identity(of: next)
