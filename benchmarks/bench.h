@@ -23,6 +23,9 @@ void spin_ns(uint64_t ns);
 uint64_t rng_next(uint64_t *state);    /* xorshift64* */
 /* Run fn(arg) on a new thread (pinned to cpu when cpu >= 0) and wait for it. */
 void run_in_thread(int cpu, void *(*fn)(void *), void *arg);
+/* This program again, with the arguments printf-formatted from fmt, its stdout to read (close
+ * with pclose); NULL when it cannot be started. The benchmarks that need a fresh process use it. */
+FILE *popen_self(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- options shared by the phases (durations and counts are per round) ---- */
 typedef struct {

@@ -72,16 +72,11 @@ typedef struct { series_t bytes, net, added, seconds; int capped, failed; } mem_
 /* Run one child; 0 with *r filled, -1 when it failed. */
 static int run_child(const bench_opts_t *o, const char *name, double cap_s, mem_t *r)
 {
-    char exe[PATH_MAX], cmd[PATH_MAX + 128];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     FILE *f;
     long growth = 0;
     int ok;
-    if (len <= 0) return -1;
-    exe[len] = 0;
-    snprintf(cmd, sizeof cmd, "'%s' --memory-child %s %ld %.3f %d", exe, name, o->mem_timers, cap_s,
-             o->cpu_b);
-    if (!(f = popen(cmd, "r"))) return -1;
+    if (!(f = popen_self("--memory-child %s %ld %.3f %d", name, o->mem_timers, cap_s, o->cpu_b)))
+        return -1;
     ok = fscanf(f, "added %ld rss_growth %ld seconds %lf capped %d", &r->added, &growth,
                 &r->seconds, &r->capped) == 4;
     if (pclose(f) != 0 || !ok || r->added <= 0) return -1;

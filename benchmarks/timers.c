@@ -1,6 +1,5 @@
 /* timers.c - benchmarks 3, 4 and 5: timer heap scaling, timer precision, an idle loop. */
 #include "bench.h"
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,15 +113,10 @@ int heap_child(peer_t *p, long n, double cap_s, int cpu)
 /* Run one child into w; 0, or -1 when it failed. */
 static int heap_run_child(const bench_opts_t *o, const peer_t *p, long N, heap_t *w)
 {
-    char exe[PATH_MAX], cmd[PATH_MAX + 128];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     FILE *f;
     int ok;
-    if (len <= 0) return -1;
-    exe[len] = 0;
-    snprintf(cmd, sizeof cmd, "'%s' --heap-child %s %ld %.3f %d", exe, p->name, N,
-             o->timer_cap_seconds, o->cpu_b);
-    if (!(f = popen(cmd, "r"))) return -1;
+    if (!(f = popen_self("--heap-child %s %ld %.3f %d", p->name, N, o->timer_cap_seconds, o->cpu_b)))
+        return -1;
     ok = fscanf(f, "ns %lf %lf %lf %lf done %ld %ld %ld %ld capped %d", &w->ns[0], &w->ns[1],
                 &w->ns[2], &w->ns[3], &w->done[0], &w->done[1], &w->done[2], &w->done[3],
                 &w->capped) == 9;

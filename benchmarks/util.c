@@ -1,13 +1,16 @@
 /* util.c - clocks, CPU placement, threads and small helpers. */
 
 #include "bench.h"
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t now_ns(void)
 {
@@ -120,4 +123,18 @@ void run_in_thread(int cpu, void *(*fn)(void *), void *arg)
     thread_start_t t = { cpu, fn, arg };
     if (pthread_create(&th, NULL, thread_main, &t) != 0) { perror("pthread_create"); exit(1); }
     pthread_join(th, NULL);
+}
+
+FILE *popen_self(const char *fmt, ...)
+{
+    char exe[PATH_MAX], args[256], cmd[PATH_MAX + 260];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    va_list ap;
+    if (len <= 0) return NULL;
+    exe[len] = 0;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
+    return popen(cmd, "r");
 }
