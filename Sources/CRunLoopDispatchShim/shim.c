@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Exported by libdispatch for CoreFoundation (private, so not in its public headers). On Linux
@@ -36,4 +37,8 @@ void rl_shim_set_thread_name(const char *name) {
     strncpy(buf, name ? name : "", sizeof buf - 1);
     buf[sizeof buf - 1] = 0;
     pthread_setname_np(pthread_self(), buf);
+}
+
+int rl_shim_on_main_thread(void) {
+    return (pid_t)syscall(SYS_gettid) == getpid();
 }

@@ -1,4 +1,5 @@
 internal import CRunLoopCore
+internal import CRunLoopDispatchShim
 import Glibc
 
 /// How a run of a loop ended.
@@ -90,8 +91,10 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
         // The check keeps the cache right if the core ever gives the thread a new loop (a fork
         // child that could not renew its kernel objects).
         if let cached = CurrentLoop.cached, cached.raw == raw { return cached }
-        // On the main thread, share the object with `main`.
-        let loop = raw == rl_loop_get_main() ? Loop.main : Loop(retaining: raw)
+        // On the main thread (whose id is the process's), share the object with `main`. Asked by
+        // thread, not by comparing with rl_loop_get_main(), which would create the main thread's
+        // loop from any other thread.
+        let loop = rl_shim_on_main_thread() != 0 ? Loop.main : Loop(retaining: raw)
         CurrentLoop.cache(loop)
         return loop
     }

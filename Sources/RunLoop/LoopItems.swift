@@ -175,7 +175,7 @@ extension Loop {
             if code == 0 { timer.joined(raw) }
             return code
         case .source(let life):
-            guard life.claim(raw) else { return -EBUSY }
+            guard life.claim(raw) else { return rl_source_is_valid(reference.raw) ? -EBUSY : -EINVAL }
             return rl_loop_add_source(raw, reference.raw, mode)
         case .observer:
             return rl_loop_add_observer(raw, reference.raw, mode)

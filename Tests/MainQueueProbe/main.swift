@@ -11,6 +11,30 @@ func say(_ text: String) {
     _ = line.withCString { write(1, $0, strlen($0)) }
 }
 
+/// The number of open file descriptors of the process.
+func openDescriptors() -> Int {
+    guard let dir = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(dir) }
+    var count = -1  // the directory's own descriptor
+    while readdir(dir) != nil { count += 1 }
+    return count - 2  // "." and ".."
+}
+
+// `MainQueueProbe worker-fds`: a LoopWorker made on the main thread creates its own loop's
+// descriptors only, not the main thread's loop (issue 20, finding 9). Prints the descriptors that
+// the first and the second worker each added.
+if CommandLine.arguments.dropFirst().first == "worker-fds" {
+    let before = openDescriptors()
+    let first = try LoopWorker(name: "first")
+    let between = openDescriptors()
+    let second = try LoopWorker(name: "second")
+    let after = openDescriptors()
+    say("first worker: \(between - before), second worker: \(after - between)")
+    first.shutDown()
+    second.shutDown()
+    exit(0)
+}
+
 let loop = Loop.main
 guard loop.isCurrent else {
     say("not on the main thread")

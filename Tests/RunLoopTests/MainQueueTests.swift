@@ -15,7 +15,7 @@ struct MainQueueTests {
     }
 
     /// Runs the probe with posix_spawn; returns its exit status and standard output.
-    static func runProbe() throws -> (status: Int32, output: String) {
+    static func runProbe(_ arguments: String...) throws -> (status: Int32, output: String) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ProbeError.spawn(errno) }
         var actions = posix_spawn_file_actions_t()
@@ -25,7 +25,7 @@ struct MainQueueTests {
         posix_spawn_file_actions_addclose(&actions, fds[0])
         let path = probePath
         var pid = pid_t()
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path)] + arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let code = posix_spawn(&pid, path, &actions, nil, argv, environ)
         close(fds[1])
@@ -47,6 +47,18 @@ struct MainQueueTests {
     }
 
     enum ProbeError: Error { case spawn(Int32) }
+
+    @Test func aWorkerMadeOnTheMainThreadDoesNotCreateTheMainLoop() throws {
+        let (status, output) = try Self.runProbe("worker-fds")
+        #expect(status == 0)
+        // Each worker adds its own loop's descriptors; the first would add the main loop's too.
+        let counts = output.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        #expect(counts.count == 2, "\(output)")
+        if counts.count == 2 {
+            #expect(counts[0] == counts[1], "\(output)")
+            #expect(counts[0] > 0)
+        }
+    }
 
     @Test func mainQueueAndMainActorRunUnderTheMainLoop() throws {
         let (status, text) = try Self.runProbe()

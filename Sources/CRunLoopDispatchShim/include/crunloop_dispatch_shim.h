@@ -21,6 +21,10 @@ void rl_dispatch_service_main_queue(void);
 /* Name the calling thread (pthread_setname_np, which needs _GNU_SOURCE; truncated to 15 bytes). */
 void rl_shim_set_thread_name(const char *name);
 
+/* Whether the calling thread is the process's main thread (its thread id is the process id).
+ * Creates nothing. */
+int rl_shim_on_main_thread(void);
+
 #ifdef __cplusplus
 }
 #endif
