@@ -78,7 +78,7 @@ public final class FileDescriptorSource: LoopItem, @unchecked Sendable {
     deinit { rl_release(object(raw)) }
 
     /// What a loop needs to hold the source.
-    public var itemReference: LoopItemReference { LoopItemReference(.source(life), raw) }
+    public var itemReference: LoopItemReference { LoopItemReference(.source(Unmanaged.passUnretained(life)), raw) }
 
     /// A source watching `fileDescriptor` for `events` (``Events/readable``, ``Events/writable``).
     /// The handler receives the source and the ready events. `closesOnInvalidate`: close the

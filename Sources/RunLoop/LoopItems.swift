@@ -40,15 +40,17 @@ public protocol LoopItem: AnyObject, Sendable {
 }
 
 /// What a loop needs to hold an item (see ``LoopItem/itemReference``): opaque; only the
-/// library's items make one.
+/// library's items make one. It does not keep its item alive: use it only while you hold the
+/// item (as ``Loop/add(_:in:)`` does).
 ///
 /// `@unchecked Sendable`: the pointer is a C item's, whose functions are thread-safe, and the
 /// item behind it is `Sendable`.
 public struct LoopItemReference: @unchecked Sendable {
-    enum Kind: Sendable {
-        case timer(LoopTimer)
-        case source(ItemLife)
-        case observer(ItemLife)
+    /// Unretained: a reference lives only while its item does (the caller holds the item).
+    enum Kind: @unchecked Sendable {
+        case timer(Unmanaged<LoopTimer>)
+        case source(Unmanaged<ItemLife>)
+        case observer(Unmanaged<ItemLife>)
     }
 
     let kind: Kind
@@ -134,8 +136,10 @@ extension Loop {
             }
             throw error
         }
-        if case .source(let life) = reference.kind { life.register(on: self) }
-        if case .observer(let life) = reference.kind { life.register(on: self) }
+        withExtendedLifetime(item) {
+            if case .source(let life) = reference.kind { life.takeUnretainedValue().register(on: self) }
+            if case .observer(let life) = reference.kind { life.takeUnretainedValue().register(on: self) }
+        }
     }
 
     /// Removes `item` from `modes` (the item stays valid, belongs to this loop, and may be added
@@ -149,11 +153,13 @@ extension Loop {
             let code = mode.withCName { removeItem(reference, $0) }
             if first == nil, let error = LoopError(code: code) { first = error }
         }
-        switch reference.kind {
-        case .source(let life), .observer(let life):
-            // Out of every mode: the loop no longer needs to end it; nothing keeps it then.
-            if !isInAnyMode(reference) { life.unregister() }
-        case .timer: break
+        withExtendedLifetime(item) {
+            switch reference.kind {
+            case .source(let life), .observer(let life):
+                // Out of every mode: the loop no longer needs to end it; nothing keeps it then.
+                if !isInAnyMode(reference) { life.takeUnretainedValue().unregister() }
+            case .timer: break
+            }
         }
         if let first { throw first }
     }
@@ -172,10 +178,10 @@ extension Loop {
         switch reference.kind {
         case .timer(let timer):
             let code = rl_loop_add_timer(raw, reference.raw, mode)
-            if code == 0 { timer.joined(raw) }
+            if code == 0 { timer._withUnsafeGuaranteedRef { $0.joined(raw) } }
             return code
         case .source(let life):
-            guard life.claim(raw) else { return rl_source_is_valid(reference.raw) ? -EBUSY : -EINVAL }
+            guard life._withUnsafeGuaranteedRef({ $0.claim(raw) }) else { return rl_source_is_valid(reference.raw) ? -EBUSY : -EINVAL }
             return rl_loop_add_source(raw, reference.raw, mode)
         case .observer:
             return rl_loop_add_observer(raw, reference.raw, mode)
@@ -499,3 +505,4 @@ enum ItemRegistry {
         }
     }
 }
+

@@ -81,7 +81,7 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
     }
 
     /// What a loop needs to hold the observer.
-    public var itemReference: LoopItemReference { LoopItemReference(.observer(life), raw) }
+    public var itemReference: LoopItemReference { LoopItemReference(.observer(Unmanaged.passUnretained(life)), raw) }
 
     deinit { rl_release(object(raw)) }
 

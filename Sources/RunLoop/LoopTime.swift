@@ -1,8 +1,13 @@
 internal import CRunLoopCore
 
 extension Duration {
-    /// The duration in seconds, as the C core takes it.
-    var loopSeconds: Double { self / .seconds(1) }
+    /// The duration in seconds, as the C core takes it: its 128-bit count of attoseconds as a
+    /// Double, times 1e-18 (no 128-bit division, which `components` and `/` make and which
+    /// cost more than a timer's re-arm).
+    @inline(__always)
+    var loopSeconds: Double {
+        (Double(_high) * 18_446_744_073_709_551_616.0 + Double(_low)) * 1e-18
+    }
 
     /// The duration as a run's timeout: zero for zero and less (one pass without waiting, with
     /// no conversion: polling is the common case), else ``loopSeconds``.

@@ -57,7 +57,7 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// by the loop that fires the timer, one callout at a time; it is released (`end()`) only when
 /// no loop holds the timer (`held` false: the core runs the release after a callout under way),
 /// and an invalid timer is never held again.
-public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
+public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// The closure, as given; nil once the timer ended.
     fileprivate var body: ((LoopTimer) -> Void)?
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
@@ -73,7 +73,7 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     var raw: OpaquePointer { created.unsafelyUnwrapped }
 
     /// What a loop needs to hold the timer.
-    public var itemReference: LoopItemReference { LoopItemReference(.timer(self), raw) }
+    public var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
 
     /// Wraps `raw`, a C timer made elsewhere (the tests), taking a new reference to it. Such a
     /// handle is not the timer's context: its own closure is never called.
@@ -101,17 +101,28 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
 
     /// The loop let go of the timer: it was invalidated (it ends), or its loop ended (it is
     /// invalidated and ends), or it was removed from its last mode (it stays).
+    ///
+    /// The end is made here before `held` is cleared, so that `invalidate()` on another thread,
+    /// which ends the timer only when it finds `held` clear, finds it ended (its acquire of `held`
+    /// sees `ended` and the released closure); so this path needs no read-modify-write.
     fileprivate func leftLoop() {
-        held.store(false, ordering: .releasing)
         if !rl_timer_is_valid(raw) {
-            end()
+            endHere()
         } else if rl_loop_is_dead(OpaquePointer(bitPattern: owner.load(ordering: .acquiring))) {
             rl_timer_invalidate(raw)
-            end()
+            endHere()
         }
+        held.store(false, ordering: .releasing)
     }
 
-    /// Releases the closure, once.
+    /// Ends the timer from `leftLoop`, while `held` is still set: nothing else ends it meanwhile.
+    private func endHere() {
+        if ended.load(ordering: .relaxed) { return }
+        ended.store(true, ordering: .relaxed)
+        body = nil
+    }
+
+    /// Releases the closure, once, from `invalidate()` (any thread) once no loop holds the timer.
     private func end() {
         if ended.exchange(true, ordering: .acquiringAndReleasing) { return }
         body = nil
@@ -208,7 +219,9 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     public var order: Int { rl_timer_get_order(raw) }
 
     /// For example `"LoopTimer(fireDate: 12.5 s, interval: 0.1 s, valid)"`.
-    public var description: String {
+    public var description: String { timerDescription }
+
+    var timerDescription: String {
         let interval = self.interval.map { " interval: \($0)," } ?? ""
         return "LoopTimer(fireDate: \(fireDate.monotonicSeconds) s,\(interval) \(isValid ? "valid" : "invalid"))"
     }

@@ -58,7 +58,7 @@ public final class SignalSource: LoopItem, @unchecked Sendable {
     }
 
     /// What a loop needs to hold the source.
-    public var itemReference: LoopItemReference { LoopItemReference(.source(life), raw) }
+    public var itemReference: LoopItemReference { LoopItemReference(.source(Unmanaged.passUnretained(life)), raw) }
 
     deinit { rl_release(object(raw)) }
 

@@ -404,6 +404,54 @@ func foundationTimers(_ count: Int) -> TimerCosts {
     ).measure(count, batch: 250)
 }
 
+/// Nanoseconds per re-arm of an armed timeout to a later date, the idle-timeout idiom: `count`
+/// timeouts armed in one loop (which does not run), each re-armed in turn to now plus a delay
+/// from a pseudo-random list (0.5 to 10 s), three times over. C: a timer with an interval never
+/// reached, re-armed with `rl_timer_set_next_fire_date(t, rl_time_now() + d)`; Swift:
+/// `LoopTimeout.restart(after:)` with a `Duration`. Each variant's delays are made beforehand.
+func rearmCosts(_ count: Int) -> (c: Double, swift: Double) {
+    let loop = Loop.current
+    var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+    var seconds: [Double] = []
+    for _ in 0..<4096 {
+        seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        seconds.append(0.5 + Double(seed >> 11) / Double(1 << 53) * 9.5)
+    }
+    let durations = seconds.map { Duration.nanoseconds(Int64($0 * 1e9)) }
+    let passes = 3
+
+    var context = rl_context_t()
+    let raw: [OpaquePointer] = (0..<count).map { i in
+        let t = rl_timer_create(rl_time_now() + 10 + Double(i % 100), 1e15, 0, { _, _ in }, &context)!
+        rl_loop_add_timer(loop.raw, t, RL_DEFAULT_MODE)
+        return t
+    }
+    var start = nowNanos()
+    for pass in 0..<passes {
+        for i in 0..<count {
+            rl_timer_set_next_fire_date(raw[i], rl_time_now() + seconds[(i &+ pass) & 4095])
+        }
+    }
+    let c = Double(nowNanos() - start) / Double(passes * count)
+    for t in raw {
+        rl_timer_invalidate(t)
+        rl_release(UnsafeMutableRawPointer(t))
+    }
+
+    let timeouts: [LoopTimeout] = (0..<count).map { i in
+        try! loop.timeout(after: .seconds(10 + i % 100)) { _ in }
+    }
+    start = nowNanos()
+    for pass in 0..<passes {
+        for i in 0..<count {
+            timeouts[i].restart(after: durations[(i &+ pass) & 4095])
+        }
+    }
+    let swift = Double(nowNanos() - start) / Double(passes * count)
+    for t in timeouts { t.invalidate() }
+    return (c, swift)
+}
+
 // MARK: - Run
 
 func percentile(_ values: [Double], _ p: Double) -> Double {
@@ -527,6 +575,8 @@ if timersOnly {
             print("timer \(name): C \(fmt(c[keyPath: figure])) Swift \(fmt(s[keyPath: figure])) ns/op")
         }
         print("timer create+release floor (Swift object with the closure, no C timer): \(fmt(f)) ns/op")
+        let r = rearmCosts(100_000)
+        print("timeout re-arm (1e5 armed): C \(fmt(r.c)) Swift \(fmt(r.swift)) ns/op")
     }
     pthread_join(t, nil)
     exit(0)
@@ -539,6 +589,7 @@ var swiftTimer: [Double] = [], cTimer: [Double] = [], foundationTimer: [Double] 
 // The timer runs happen on a thread of their own, with a fresh loop.
 let timerResults = Mutex<([TimerCosts], [TimerCosts], [TimerCosts])>(([], [], []))
 let floorResults = Mutex<[Double]>([])
+let rearmResults = Mutex<([Double], [Double])>(([], []))
 
 pin(to: 0)
 
@@ -568,6 +619,8 @@ for round in 0..<rounds {
         let floor = floorCreateRelease(timersPerRound)
         timerResults.withLock { $0.0.append(c); $0.1.append(s); $0.2.append(f) }
         floorResults.withLock { $0.append(floor) }
+        let rearm = rearmCosts(quick ? 10_000 : 100_000)
+        rearmResults.withLock { $0.0.append(rearm.c); $0.1.append(rearm.swift) }
     }
     pthread_join(t, nil)
     jobRound(round, calls: jobCalls, into: &jobFigures)
@@ -606,12 +659,17 @@ for (name, _, figure) in timerRows {
     print(row(name, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, unit: "ns/op"))
 }
 let floorCreate = median(floorResults.withLock { $0 })
+let (rearmC, rearmSwift) = rearmResults.withLock { $0 }
 print(row("timer create+release floor", timerMedian(cT, \.create), floorCreate, .nan, control: nil, unit: "ns/op"))
+print(row("timeout re-arm (idle-timeout idiom)", median(rearmC), median(rearmSwift), .nan, control: nil, unit: "ns/op")
+    + String(format: "   [C %.1f-%.1f, Swift %.1f-%.1f]", rearmC.min() ?? .nan, rearmC.max() ?? .nan, rearmSwift.min() ?? .nan, rearmSwift.max() ?? .nan))
 print("control: a second C source woken the same way as the C API's, over the C API's figure (the harness's own spread).")
 print("floor: the least any Swift timer handle costs to create and release: an object holding the closure and")
 print("room for the C timer (one allocation), plus the clamp's clock reading; no C timer is made (FloorTimer).")
 print("timers: medians over rounds; add+fire adds 1000 due timers and fires them in one polling pass;")
 print("one-shot life is create, add, release, and a polling pass of its own, per timer.")
+print("re-arm: 1e5 armed timeouts, each re-armed to now + a pseudo-random 0.5-10 s (C: rl_timer_set_next_fire_date")
+print("with rl_time_now(); Swift: LoopTimeout.restart(after:) with a Duration); median over rounds [min-max].")
 print("Foundation: wakeup = RunLoop.perform + _stop() (no public wakeup); timers = Timer + add + run(before: past).")
 print("Foundation's timer figures include leaking each Timer (a Foundation bug).")
 let jobMedians = jobFigures.map(median)
@@ -637,6 +695,7 @@ if let flag = CommandLine.arguments.firstIndex(of: "--json"), flag + 1 < Command
     ] + timerRows.map { name, key, figure in
         entry(key, timerMedian(cT, figure), timerMedian(sT, figure), timerMedian(fT, figure), control: nil, "ns/op")
     } + [
+        "  \"timeout_rearm\": {\"c_api\": \(median(rearmC)), \"swift_layer\": \(median(rearmSwift)), \"swift_over_c\": \(median(rearmSwift) / median(rearmC)), \"unit\": \"ns/op\"}",
         "  \"timer_create_release_floor\": {\"c_api\": \(timerMedian(cT, \.create)), \"swift_floor\": \(floorCreate), \"floor_over_c\": \(floorCreate / timerMedian(cT, \.create)), \"unit\": \"ns/op\"}",
         "  \"actor_jobs_per_second\": {\"loop_executor\": \(jobMedians[0]), \"default_executor\": \(jobMedians[1]), \"dispatch_queue_executor\": \(jobMedians[2]), \"unit\": \"calls/s\"}",
         "  \"actor_hopping_jobs_per_second\": {\"loop_executor\": \(jobMedians[3]), \"default_executor\": \(jobMedians[4]), \"dispatch_queue_executor\": \(jobMedians[5]), \"unit\": \"calls/s\"}",
