@@ -277,6 +277,7 @@ bench:
 bench-smoke:
 	benchmarks/run --quick
 
-# DocC documentation of the Swift module RunLoop (warnings are errors).
+# DocC documentation of the Swift module RunLoop (warnings are errors), as a static website in
+# build/docs: python3 -m http.server -b 127.0.0.1 -d build/docs 8000, then http://127.0.0.1:8000/.
 docs:
 	Scripts/build-docs.sh
