@@ -8,6 +8,7 @@
 #   make swift-experimental   the experimental executors product, in Tests/experimental-executors
 #   make examples [EXAMPLE=sub]   build and run examples/ (mk/examples.mk)
 #   make embed           a loop driven by a real GMainLoop through its backend fd (mk/embed.mk)
+#   make readme-check    README.md's SwiftPM example, built and run as a user would (mk/readme.mk)
 #
 # Needs only a C compiler, ar and the usual tools; `test` also needs clang, swift, pkg-config.
 
@@ -185,6 +186,7 @@ test:
 	$(MAKE) --no-print-directory install-check CC=gcc
 	$(MAKE) --no-print-directory conformance CC=gcc
 	$(MAKE) --no-print-directory swift-test
+	$(MAKE) --no-print-directory readme-check
 	$(MAKE) --no-print-directory swift-experimental
 	$(MAKE) --no-print-directory examples CC=gcc
 	$(MAKE) --no-print-directory embed CC=gcc
@@ -261,7 +263,7 @@ clean:
 
 FORCE:
 
-# Jobs with a makefile of their own (mk/*.mk): the fuzzer, fault injection, stress.
+# Jobs with a makefile of their own (mk/*.mk): the fuzzer, fault injection, stress, the README.
 include $(wildcard mk/*.mk)
 
 # ---- Benchmarks (benchmarks/README.md): builds the core -O2 into build/bench and runs them all --
@@ -275,6 +277,7 @@ bench:
 bench-smoke:
 	benchmarks/run --quick
 
-# DocC documentation of the Swift module RunLoop (warnings are errors).
+# DocC documentation of the Swift module RunLoop (warnings are errors), as a static website in
+# build/docs: python3 -m http.server -b 127.0.0.1 -d build/docs 8000, then http://127.0.0.1:8000/.
 docs:
 	Scripts/build-docs.sh

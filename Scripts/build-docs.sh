@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Builds the DocC documentation of module RunLoop without any package dependency: symbol graphs
 # from the compiler, then the toolchain's `docc convert` (warnings are errors, so broken symbol
-# links fail the build).
+# links fail the build) into a static website: a folder any web server serves as it is.
 #
-#   Scripts/build-docs.sh [OUTPUT]     default OUTPUT: .build-docs/RunLoop.doccarchive
+#   Scripts/build-docs.sh [OUTPUT]     default OUTPUT: build/docs
 #
-# Environment: SWIFT (default swift), DOCC (default: docc next to swift, else on PATH).
+# To read it: python3 -m http.server -b 127.0.0.1 -d build/docs 8000, then open
+# http://127.0.0.1:8000/ (it leads to documentation/runloop/). Opened from disk (file://) the pages
+# stay blank: they load their scripts and content from absolute paths on the server.
+#
+# Environment: SWIFT (default swift), DOCC (default: docc next to swift, else on PATH),
+# DOCS_BASE_PATH (default empty: the site at the root of its server; say crunloop for a site
+# served at https://host/crunloop/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 scratch=.build-docs
-out=${1:-$scratch/RunLoop.doccarchive}
+out=${1:-build/docs}
+base_path=${DOCS_BASE_PATH:-}
 graphs=$scratch/symbol-graphs
 
 if [ -z "${DOCC:-}" ]; then
@@ -44,10 +51,30 @@ fi
 find "$graphs" -name '*.symbols.json' ! -name 'RunLoop.symbols.json' ! -name 'RunLoop@*' -delete
 
 rm -rf "$out"
+mkdir -p "$(dirname "$out")"
 "$DOCC" convert Sources/RunLoop/RunLoop.docc \
     --additional-symbol-graph-dir "$graphs" \
     --fallback-display-name RunLoop \
     --fallback-bundle-identifier org.crunloop.RunLoop \
     --warnings-as-errors \
+    --transform-for-static-hosting \
+    ${base_path:+--hosting-base-path "$base_path"} \
     --output-path "$out"
-echo "build-docs: wrote $out"
+# What a reader opens: fail here, not in their browser, if the site lacks it.
+for f in index.html documentation/runloop/index.html data/documentation/runloop.json; do
+    [ -s "$out/$f" ] || { echo "build-docs: $out/$f is missing" >&2; exit 1; }
+done
+# DocC's page at the site's root says "The page you're looking for can't be found"; send the
+# reader to the module's page instead (each page has its own copy of DocC's index.html).
+cat > "$out/index.html" <<'HTML'
+<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>RunLoop</title>
+<meta http-equiv="refresh" content="0; url=documentation/runloop/"></head>
+<body><a href="documentation/runloop/">RunLoop documentation</a></body></html>
+HTML
+if [ -z "$base_path" ]; then
+    echo "build-docs: wrote $out; to read it, python3 -m http.server -b 127.0.0.1 -d $out 8000"
+    echo "  and open http://127.0.0.1:8000/"
+else
+    echo "build-docs: wrote $out, a site to serve at /$base_path/ (its pages: /$base_path/documentation/runloop/)"
+fi
