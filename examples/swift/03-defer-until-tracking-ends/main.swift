@@ -3,9 +3,11 @@
 // Pattern: UIKit's `performSelector:withObject:afterDelay:inModes:@[NSDefaultRunLoopMode]`, used
 // to set decoded images on table cells only once the user stops scrolling: while a finger drags,
 // the main loop runs in the tracking mode, and work queued for the default mode alone waits.
-// Here that is `loop.schedule(after: .zero, in: [.default]) { … }`, a one-shot timer in the
-// default mode (see the article "Perform work after a delay, in given modes"), and cancelling a
-// cell's work when it scrolls away is `invalidate()` (`cancelPreviousPerformRequests`).
+// Here that is `loop.schedule(after: .zero) { … }`, a one-shot timer in the default mode (every
+// mode parameter defaults to the default mode, as Foundation's do; see the article "Modes for
+// Foundation users"), and cancelling a cell's work when it scrolls away is `invalidate()`
+// (`cancelPreviousPerformRequests`). Work that need not be cancelled is a plain
+// `loop.perform { … }`, which waits for the default mode too.
 //
 // A scroll timer in the tracking mode makes a cell appear every 5 ms. Each new cell gets a
 // placeholder at once (`perform(in: .common)`, cheap work that also runs while tracking) and
@@ -43,6 +45,7 @@ try loop.addCommonMode(tracking)
 let cells = 20
 let placeholders = Log<(cell: Int, mode: LoopMode?)>()
 let decoded = Log<(cell: Int, mode: LoopMode?)>()
+let prefetched = Log<(cell: Int, mode: LoopMode?)>()
 let pending = Mutex<[Int: LoopTimer]>([:])   // each cell's queued decode, to cancel it
 let shown = Atomic<Int>(0)
 
@@ -50,7 +53,9 @@ try loop.schedule(after: .milliseconds(5), repeatingEvery: .milliseconds(5), in:
     let cell = shown.add(1, ordering: .relaxed).newValue
     let loop = Loop.current
     try? loop.perform(in: .common) { placeholders.append((cell, Loop.current.currentMode)) }
-    if let decode = try? loop.schedule(after: .zero, in: [.default], { _ in
+    // Work that waits for tracking to end and is never cancelled: a plain perform (default mode).
+    try? loop.perform { prefetched.append((cell, Loop.current.currentMode)) }
+    if let decode = try? loop.schedule(after: .zero, { _ in
         decoded.append((cell, Loop.current.currentMode))
     }) {
         pending.withLock { $0[cell] = decode }
@@ -67,6 +72,7 @@ try loop.schedule(after: .milliseconds(5), repeatingEvery: .milliseconds(5), in:
 let result = try loop.run(mode: tracking, for: .seconds(10))
 check(result == .stopped, "the tracking run ended with \(result)")
 check(decoded.all.isEmpty, "\(decoded.all.count) decodes ran while tracking")
+check(prefetched.all.isEmpty, "\(prefetched.all.count) plain performs ran while tracking")
 check(placeholders.all.count == cells, "\(placeholders.all.count) placeholders, want \(cells)")
 check(placeholders.all.allSatisfy { $0.mode == tracking }, "a placeholder ran outside tracking")
 print("tracking: \(cells) cells shown, \(placeholders.all.count) placeholders set, 0 decodes run")
@@ -78,5 +84,8 @@ let got = decoded.all
 check(got.map(\.cell) == expected, "decoded \(got.map(\.cell)), want \(expected)")
 check(got.allSatisfy { $0.mode == .default }, "a decode ran outside the default mode")
 print("default mode, first pass: \(got.count) decodes ran, in order; \(cells - got.count) cancelled ones did not")
+check(prefetched.all.map(\.cell) == Array(1...cells), "plain performs \(prefetched.all.map(\.cell)), want all, in order")
+check(prefetched.all.allSatisfy { $0.mode == .default }, "a plain perform ran outside the default mode")
+print("default mode, first pass: \(prefetched.all.count) plain performs ran, in order")
 check(pending.withLock { $0.values.allSatisfy { !$0.isValid } }, "some queued decode is still valid")
 print("ok: work queued for the default mode waited until tracking ended")
