@@ -120,25 +120,46 @@ extension Loop {
     /// ``LoopError/outOfMemory``; for a ``FileDescriptorSource``, also
     /// ``LoopError/badFileDescriptor`` when its descriptor was closed and
     /// ``LoopError/system(errno:)`` for other `epoll_ctl` errors (`EPERM` for a regular file).
+    @inlinable
     public func add(_ item: some LoopItem, in modes: some LoopModes) throws(LoopError) {
+        // Inlinable, so that a caller's concrete item and mode types are specialized: no generic
+        // dispatch on the path every timer and connection takes.
         let reference = item.itemReference
         var done = 0
         do throws(LoopError) {
-            try modes.forEach { (mode) throws(LoopError) in
-                try loopCheck(mode.withCName { addItem(reference, $0) })
+            try modes.forEachMode { (mode) throws(LoopError) in
+                try addOne(reference, mode)
                 done += 1
             }
         } catch {
             var undone = 0
-            modes.forEach { mode in
-                if undone < done { _ = mode.withCName { removeItem(reference, $0) } }
+            modes.forEachMode { mode in
+                if undone < done { removeOne(reference, mode) }
                 undone += 1
             }
             throw error
         }
-        withExtendedLifetime(item) {
-            if case .source(let life) = reference.kind { life.takeUnretainedValue().register(on: self) }
-            if case .observer(let life) = reference.kind { life.takeUnretainedValue().register(on: self) }
+        withExtendedLifetime(item) { added(reference) }
+    }
+
+    /// Adds the item behind `reference` to `mode`.
+    @usableFromInline
+    func addOne(_ reference: LoopItemReference, _ mode: LoopMode) throws(LoopError) {
+        try loopCheck(mode.withCName { addItem(reference, $0) })
+    }
+
+    /// Takes the item behind `reference` out of `mode` (undoing `addOne`).
+    @usableFromInline
+    func removeOne(_ reference: LoopItemReference, _ mode: LoopMode) {
+        _ = mode.withCName { removeItem(reference, $0) }
+    }
+
+    /// After a successful add: a source or observer joins the loop's registry.
+    @usableFromInline
+    func added(_ reference: LoopItemReference) {
+        switch reference.kind {
+        case .source(let life), .observer(let life): life.takeUnretainedValue().register(on: self)
+        case .timer: break
         }
     }
 
@@ -177,9 +198,12 @@ extension Loop {
     private func addItem(_ reference: LoopItemReference, _ mode: UnsafePointer<CChar>) -> Int32 {
         switch reference.kind {
         case .timer(let timer):
-            let code = rl_loop_add_timer(raw, reference.raw, mode)
-            if code == 0 { timer._withUnsafeGuaranteedRef { $0.joined(raw) } }
-            return code
+            return timer._withUnsafeGuaranteedRef { timer in
+                timer.joining(raw)
+                let code = rl_loop_add_timer(raw, reference.raw, mode)
+                if code == -EBUSY { timer.joinFailed(raw) }
+                return code
+            }
         case .source(let life):
             guard life._withUnsafeGuaranteedRef({ $0.claim(raw) }) else { return rl_source_is_valid(reference.raw) ? -EBUSY : -EINVAL }
             return rl_loop_add_source(raw, reference.raw, mode)

@@ -111,7 +111,7 @@ public protocol LoopModes: Sendable {
 
 extension LoopMode: LoopModes {
     /// Calls `body` with this mode.
-    @inline(__always)
+    @inlinable
     public func forEachMode<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E) { try body(self) }
 }
 

@@ -67,7 +67,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     fileprivate let held = Atomic<Bool>(false)
     /// Whether the closure has been released.
     private let ended = Atomic<Bool>(false)
-    /// The loop the timer joined (one reference, `rl_retain`), 0 before it joined one.
+    /// The loop the timer joined (see `joining`), 0 before it joined one or when unknown.
     private let owner = Atomic<UInt>(0)
 
     var raw: OpaquePointer { created.unsafelyUnwrapped }
@@ -85,18 +85,30 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
 
     deinit {
         if let created { rl_release(object(created)) }
-        let loop = owner.load(ordering: .acquiring)
-        if loop != 0 { rl_release(UnsafeMutableRawPointer(bitPattern: loop)) }
     }
 
-    /// The timer joined `loop` (after a successful add): remember it, to tell at the release
-    /// whether the loop ended.
-    func joined(_ loop: OpaquePointer?) {
-        let address = UInt(bitPattern: loop)
-        if owner.load(ordering: .acquiring) == address { return }
-        rl_retain(loop.map(object))
-        let old = owner.exchange(address, ordering: .acquiringAndReleasing)
-        if old != 0 { rl_release(UnsafeMutableRawPointer(bitPattern: old)) }
+    /// The timer is about to be added to `loop`: remember that loop (unretained), so that the
+    /// release can tell whether it ended. Call `joinFailed` if the add fails.
+    ///
+    /// `owner` is read only by `leftLoop`, which runs only while the loop holding the timer is
+    /// alive (a teardown releases before it frees), and is written here only while no loop holds
+    /// the timer: so it never names a loop other than the one that holds the timer, which is
+    /// alive when read, and needs no reference. A timer held already keeps its owner (an add to
+    /// another loop fails). Two threads adding one free timer to two loops at once are the one
+    /// case where `owner` may be wrong: the loser's `joinFailed` then clears it, and the release
+    /// takes an unknown owner for a live one (the timer is not invalidated with its loop; its
+    /// closure goes with its last handle instead).
+    @inline(__always)
+    func joining(_ loop: OpaquePointer?) {
+        if !held.load(ordering: .acquiring) {
+            owner.store(UInt(bitPattern: loop), ordering: .releasing)
+        }
+    }
+
+    /// An add after `joining(loop)` failed.
+    func joinFailed(_ loop: OpaquePointer?) {
+        _ = owner.compareExchange(
+            expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
     }
 
     /// The loop let go of the timer: it was invalidated (it ends), or its loop ended (it is
@@ -108,7 +120,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     fileprivate func leftLoop() {
         if !rl_timer_is_valid(raw) {
             endHere()
-        } else if rl_loop_is_dead(OpaquePointer(bitPattern: owner.load(ordering: .acquiring))) {
+        } else if let loop = OpaquePointer(bitPattern: owner.load(ordering: .acquiring)), rl_loop_is_dead(loop) {
             rl_timer_invalidate(raw)
             endHere()
         }
