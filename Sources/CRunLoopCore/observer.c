@@ -1,5 +1,6 @@
-/* observer.c - observers: per mode, a list sorted by (order, creation) and an activity mask,
- * so a pass skips an activity nobody observes with one load. */
+/* observer.c - observers: per mode, a list sorted by order (equal orders in the order they joined
+ * the mode, as CF) and an activity mask, so a pass skips an activity nobody observes with one
+ * load. */
 #include "membership.h"
 
 #include <errno.h>
@@ -46,8 +47,15 @@ static void recompute_mask(rl_mode *mode) {
     atomic_store_explicit(&mode->observer_mask, mask, memory_order_relaxed);
 }
 
-static bool before(const rl_observer_t *a, const rl_observer_t *b) {
-    return a->order != b->order ? a->order < b->order : a->seq < b->seq;
+/* Where a joining observer goes among the observers of a mode: after the last of lower or equal
+ * order, so that equal orders run in the order they joined the mode, and one removed and added
+ * back goes to the end of its equals (CF's __CFRunLoopAddObserver; the conformance scenario
+ * obs_equal_order_by_addition). Observers that join a mode newly made common join it together,
+ * from the common set, whose iteration order says nothing (CF's is its set's, arbitrary too):
+ * among themselves, ties go by creation, so that the order does not depend on addresses. */
+static bool before(rl_loop_t *loop, const rl_observer_t *a, const rl_observer_t *b, bool from_common_set) {
+    if (a->order != b->order) return a->order < b->order;
+    return from_common_set && a->seq < b->seq && rl_ptrset_contains(&loop->common_observers, b);
 }
 
 /* ---- The observer kind (membership.c): ownership by the owner pointer; o->modes lists the
@@ -71,7 +79,7 @@ static bool observer_is_in(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
     return atomic_load(&o->loop) == loop && rl_ptrvec_contains(&o->modes, mode);
 }
 
-static int observer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+static int join_mode(rl_loop_t *loop, rl_mode *mode, rl_object *item, bool ties_by_creation) {
     rl_observer_t *o = (rl_observer_t *)item;
     if (observer_is_in(loop, mode, item)) return -EEXIST;
     rl_ptrvec *list = &mode->observers;
@@ -81,10 +89,18 @@ static int observer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
         return -ENOMEM;
     }
     size_t i = list->count - 1;
-    for (; i > 0 && before(o, list->items[i - 1]); i--) list->items[i] = list->items[i - 1];
+    for (; i > 0 && before(loop, o, list->items[i - 1], ties_by_creation); i--) list->items[i] = list->items[i - 1];
     list->items[i] = o;
     recompute_mask(mode);
     return 0;
+}
+
+static int observer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    return join_mode(loop, mode, item, false);
+}
+
+static int observer_join_from_common_set(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
+    return join_mode(loop, mode, item, true);
 }
 
 static bool observer_leave(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
@@ -106,7 +122,7 @@ const rl_kind rl_observer_kind = {
     .enter = observer_enter,
     .leave_if_unused = observer_leave_if_unused,
     .join = observer_join,
-    .join_from_common_set = observer_join,
+    .join_from_common_set = observer_join_from_common_set,
     .leave = observer_leave,
     .is_in = observer_is_in,
     .any_mode = observer_any_mode,

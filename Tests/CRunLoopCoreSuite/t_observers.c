@@ -242,3 +242,29 @@ RLT_TEST(observer_may_stop_the_loop) {
     TT_EXPECT("A t X");
     rl_release(o);
 }
+
+/* Equal orders: the order added to the mode (CF), and a mode made common takes the common
+ * observers after its own, in the order they were created. */
+RLT_TEST(observer_equal_orders_run_in_the_order_added_to_the_mode) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t a = tt_label("A"), b = tt_label("B"), c = tt_label("C");
+    rl_observer_t *oa = rl_observer_create(RL_ENTRY, true, 7, tt_observer_cb, &a);
+    rl_observer_t *ob = rl_observer_create(RL_ENTRY, true, 7, tt_observer_cb, &b);
+    rl_observer_t *oc = rl_observer_create(RL_ENTRY, true, 7, tt_observer_cb, &c);
+    RLT_CHECK(oa && ob && oc);
+    RLT_CHECK_EQ(rl_loop_add_observer(loop, ob, RL_COMMON_MODES), 0);
+    RLT_CHECK_EQ(rl_loop_add_observer(loop, oa, RL_COMMON_MODES), 0);
+    RLT_CHECK(tt_keepalive(RL_DEFAULT_MODE) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(RL_DEFAULT_MODE, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(rl_loop_add_observer(loop, oc, "obs.m"), 0);
+    RLT_CHECK(tt_keepalive("obs.m") != NULL);
+    RLT_CHECK_EQ(rl_loop_add_common_mode(loop, "obs.m"), 0);
+    RLT_CHECK_EQ(rl_run_in_mode("obs.m", 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("BE AE CE AE BE");
+    rl_observer_invalidate(oa);
+    rl_observer_invalidate(ob);
+    rl_observer_invalidate(oc);
+    rl_release(oa);
+    rl_release(ob);
+    rl_release(oc);
+}

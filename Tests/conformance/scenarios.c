@@ -285,6 +285,40 @@ static void sc_obs_order(void)
     drop_observer(o20);
 }
 
+/* Observers of equal order run in the order they were added to the mode, not created: P is made
+ * before Q, Q is added first. Removing one and adding it back moves it to the end; a third
+ * mode made common later gets them too. */
+static void sc_obs_equal_order_by_addition(void)
+{
+    bk_loop loop = bk_current();
+    bk_observer p = bk_observer_create(BK_ENTRY, true, 5, obs_print, "P");
+    bk_observer q = bk_observer_create(BK_ENTRY, true, 5, obs_print, "Q");
+    bk_observer r = bk_observer_create(BK_ENTRY, true, 5, obs_print, "R");
+    bk_observer lower = bk_observer_create(BK_ENTRY, true, 1, obs_print, "L");
+    bk_add_observer(loop, q, BK_DEFAULT);
+    bk_add_observer(loop, r, BK_DEFAULT);
+    bk_add_observer(loop, p, BK_DEFAULT);
+    bk_add_observer(loop, lower, BK_DEFAULT);
+    bk_source k = keeper(loop, BK_DEFAULT);
+    say("added Q R P, then L (order 1)");
+    run(BK_DEFAULT, 0, false);
+    bk_remove_observer(loop, q, BK_DEFAULT);
+    bk_add_observer(loop, q, BK_DEFAULT);
+    say("Q removed and added back");
+    run(BK_DEFAULT, 0, false);
+    bk_add_observer(loop, r, "Other");
+    bk_add_observer(loop, p, "Other");
+    bk_source k2 = keeper(loop, "Other");
+    say("in Other: R then P");
+    run("Other", 0, false);
+    drop_source(k);
+    drop_source(k2);
+    drop_observer(p);
+    drop_observer(q);
+    drop_observer(r);
+    drop_observer(lower);
+}
+
 static void obs_count(bk_observer o, unsigned act, void *info)
 {
     (void)o;
@@ -1928,6 +1962,7 @@ static const struct scenario scenarios[] = {
     SC(obs_timer_sequence),
     SC(obs_timeout_sequence),
     SC(obs_order),
+    SC(obs_equal_order_by_addition),
     SC(obs_nonrepeating),
     SC(obs_common),
     SC(obs_not_reentrant),

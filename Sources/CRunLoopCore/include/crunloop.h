@@ -791,9 +791,14 @@ RL_API long rl_timer_get_order(rl_timer_t *timer);
 /* ---- Observers ----------------------------------------------------------------------------- */
 
 /* An observer called for each of activities (RL_* bits) in every mode it is added to, in
- * ascending order among the observers of that activity. A non-repeating observer is invalidated
- * after its first callout. An observer is not called again while its callout is running (in a
- * nested run). NULL and EINVAL for no activity or a NULL callback. */
+ * ascending order among the observers of that activity. Observers of equal order run in the order
+ * they were added to that mode (as CF: each joins after the last of lower or equal order), so one
+ * removed and added back runs after its equals; those that join a mode when it is made common
+ * (rl_loop_add_common_mode) come after the mode's own, in the order they were created (CF's order
+ * there is arbitrary). Ties among timers go by order then by scheduling, among sources by order
+ * then by signalling (see WHERE THIS DIFFERS). A non-repeating observer is invalidated after its
+ * first callout. An observer is not called again while its callout is running (in a nested run).
+ * NULL and EINVAL for no activity or a NULL callback. */
 RL_API rl_observer_t *rl_observer_create(unsigned activities, bool repeats, long order,
                                          rl_observer_callback_t callback, const rl_context_t *context);
 /* Add observer to mode of loop (retains it); -EBUSY when it belongs to another loop, -EEXIST when
