@@ -394,6 +394,15 @@ int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
     return 0;
 }
 
+int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
+    if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
+    double date = rl_time_now() + seconds; /* the one clock reading: never before now */
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
+    set_fire_date_locked(loop, t, date);
+    rl_owner_unlock(&t->loop, loop);
+    return 0;
+}
+
 double rl_timer_get_interval(rl_timer_t *t) { return t ? t->interval : 0; }
 bool rl_timer_does_repeat(rl_timer_t *t) { return t && t->interval > 0; }
 long rl_timer_get_order(rl_timer_t *t) { return t ? t->first.node.order : 0; }

@@ -21,8 +21,8 @@ internal import CRunLoopCore
 /// ``LoopTimer/interval`` says 10^15 s; ``LoopTimer/fireDate`` is the deadline, or that far date
 /// when dormant (``deadline`` says nil then).
 ///
-/// **Cost.** A restart is one clock reading and one `rl_timer_set_next_fire_date` (a heap update
-/// under the loop's lock): no allocation and no reference counting. Creating one costs what a
+/// **Cost.** A restart is one `rl_timer_set_next_fire_in` (one clock reading, and a heap update
+/// under the loop's lock: crunloop.h, TIMEOUTS): no allocation and no reference counting. Creating one costs what a
 /// ``LoopTimer`` costs, plus one small closure.
 ///
 /// **Threads.** Every member may be used from any thread; the closure runs on the loop's thread.
@@ -52,12 +52,12 @@ public final class LoopTimeout: LoopTimer, @unchecked Sendable {
         ) { timer in body(unsafeDowncast(timer, to: LoopTimeout.self)) }
     }
 
-    /// Arms the timeout to fire `delay` from now, whether it is pending or already fired (then
-    /// it fires again). From inside its own callout, it arms it again. Returns false, and does
+    /// Arms the timeout to fire `delay` from now (a negative delay counts as zero), whether it
+    /// is pending or already fired (then it fires again). From inside its own callout, it arms it again. Returns false, and does
     /// nothing, once the timeout has ended (invalidated, or its loop ended). Any thread.
     @discardableResult
     public func restart(after delay: Duration) -> Bool {
-        rl_timer_set_next_fire_date(raw, rl_time_now() + delay.loopSeconds) == 0
+        rl_timer_set_next_fire_in(raw, max(delay.loopSeconds, 0)) == 0
     }
 
     /// Arms the timeout to fire at `deadline` (a past deadline fires at the next pass); see

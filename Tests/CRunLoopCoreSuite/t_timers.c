@@ -727,3 +727,30 @@ RLT_TEST(timer_far_interval_is_a_timeout_rearmed_after_it_fired) {
     rl_timer_invalidate(t);
     rl_release(t);
 }
+
+RLT_TEST(timer_set_next_fire_in_rearms_relative_to_now) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int n = 0;
+    rl_context_t c = { &n, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 3600, 1e15, 0, dormant_timer, &c);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    double before = rl_time_now();
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, 0.02), 0);
+    double date = rl_timer_get_next_fire_date(t);
+    RLT_CHECK(date >= before + 0.02 && date <= rl_time_now() + 0.02);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(n, 1);
+    RLT_CHECK(rl_time_now() >= before + 0.02);
+    /* after it fired (dormant), again */
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, 0), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(n, 2);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, INFINITY), 0);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) == INFINITY);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, -1), -EINVAL);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, NAN), -EINVAL);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(NULL, 1), -EINVAL);
+    rl_timer_invalidate(t);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_in(t, 1), -EINVAL);
+    rl_release(t);
+}

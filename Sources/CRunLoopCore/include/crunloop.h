@@ -68,6 +68,33 @@
  *   huge tolerance lets a due timer wait for whatever wakes the loop next. Only NaN and negative
  *   values are errors.
  *
+ * TIMEOUTS
+ *   The idle timeout of a connection (libev's ev_timer_again, libuv's uv_timer_again): a timer that
+ *   is pushed back on every request, fires when the connection has been idle that long, and may
+ *   be armed again after it fired. A one-shot timer cannot be (it is invalidated as its callout
+ *   returns, as in CF), so make it a repeating timer whose interval is never reached:
+ *       t = rl_timer_create(rl_time_now() + idle, 1e15, 0, on_idle, &ctx);   once per connection
+ *       rl_loop_add_timer(loop, t, mode);
+ *       rl_timer_set_next_fire_in(t, idle);      on every request: push it back
+ *       rl_timer_set_next_fire_in(t, INFINITY);  disarm; it stays valid, dormant
+ *       rl_timer_invalidate(t); rl_release(t);   when the connection closes
+ *   After its callout the timer waits at a date 1e15 s away (never reached: it costs no wakeup),
+ *   until the next re-arm, which may also come from inside the callout. A re-arm costs one clock
+ *   reading, the loop's lock and an O(log n) heap update; no allocation and no reference counting
+ *   (benchmarks/run, swift-wrapper-bench's "timeout re-arm" row, gives the figure against the
+ *   Swift layer's LoopTimeout, which is this idiom). From another thread it is the same call:
+ *   it takes the loop's lock, and a timer moved earlier than the loop's current wait rearms the
+ *   wait (or ends the loop's spin) without an explicit wakeup; one moved later costs the sleeping
+ *   loop no wakeup.
+ *
+ * NULL ARGUMENTS
+ *   Every context pointer may be NULL (no info, no retain, no release), and so may every
+ *   function pointer inside a context: a listening socket's fd source needs none. Callbacks
+ *   (rl_timer_callback_t, rl_observer_callback_t, rl_fd_callback_t, signal and process
+ *   callbacks) may not: NULL is -EINVAL (NULL and errno EINVAL from a constructor). A version-0
+ *   source's context may have a NULL perform (the source then only keeps its modes from being
+ *   empty: the keep-alive idiom).
+ *
  * THREADS
  *   Every function may be called from any thread, except that rl_run() and rl_run_in_mode() run
  *   the calling thread's own loop. Adding, removing or rearming an item from another thread
@@ -781,6 +808,11 @@ RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
  * interval is never reached (say 1e15 s): its callout leaves it at that far date, dormant, and
  * this call re-arms it before or after it fired (the Swift layer's LoopTimeout is this). */
 RL_API int rl_timer_set_next_fire_date(rl_timer_t *timer, double fire_date);
+/* rl_timer_set_next_fire_date(timer, rl_time_now() + seconds), with one clock reading instead of
+ * two (the caller's and the clamp's): the re-arm of an idle timeout. seconds >= 0; INFINITY
+ * leaves the timer dormant until the next call. Same rules, errors and threads as
+ * rl_timer_set_next_fire_date. An addition beyond CF (see TIMEOUTS). */
+RL_API int rl_timer_set_next_fire_in(rl_timer_t *timer, double seconds);
 RL_API double rl_timer_get_interval(rl_timer_t *timer);
 RL_API bool rl_timer_does_repeat(rl_timer_t *timer);
 /* How late the timer may fire to share a wakeup with other timers (default 0). */
