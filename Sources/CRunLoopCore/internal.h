@@ -483,7 +483,6 @@ typedef struct rl_run_frame {
      * not performed yet; 0 otherwise. */
     size_t unperformed;
     struct rl_run_frame *outer;
-    rl_ptrvec ready;      /* due timers detached for their callouts */
     rl_ready_vec sources; /* sources taken for callouts: the signalled ones, then the ready fd ones */
     rl_ptrvec notify;     /* observers detached for the current activity */
 } rl_run_frame;
@@ -783,8 +782,9 @@ RL_HIDDEN double rl_elapsed_since(double start);
 
 /* Check every invariant of loop that its lock guards: each mode's timer heap (order, stored
  * indexes) and its entries' back pointers, per-mode source sets and counts, each mode's observer
- * list order and activity mask, the owner pointers of its timers and observers, common-set
- * members present in every common mode, the fd table (interest unions, parked fds, counts), the
+ * list order and activity mask, the owner pointers of its timers and observers, the common sets
+ * (each member of the right kind, its timers and observers owned by the loop; a member may be
+ * missing from a common mode it was removed from by name, as in CF), the fd table (interest unions, parked fds, counts), the
  * signal links of its sources, and the queued blocks and their counts. Appends one line per
  * violation to report (when report is not NULL) and returns how many it found: 0 means
  * consistent. Any thread; takes the loop's lock (callouts hold none, so a callout may call it).

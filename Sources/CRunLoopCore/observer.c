@@ -146,6 +146,7 @@ int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name)
     pthread_mutex_lock(&loop->lock);
     size_t releases = rl_members_remove(loop, &rl_observer_kind, &o->obj, name);
     pthread_mutex_unlock(&loop->lock);
+    RL_DEBUG_VERIFY(loop, "rl_loop_remove_observer");
     if (!releases) return -ENOENT;
     while (releases--) rl_release(o);
     return 0;
@@ -163,6 +164,7 @@ void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *o) {
     pthread_mutex_lock(&loop->lock);
     size_t releases = rl_members_leave_loop(loop, &rl_observer_kind, &o->obj);
     pthread_mutex_unlock(&loop->lock);
+    RL_DEBUG_VERIFY(loop, "rl_observer_invalidate");
     while (releases--) rl_release(o);
 }
 

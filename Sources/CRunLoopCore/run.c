@@ -73,7 +73,6 @@ static void pop_frame(rl_loop_t *loop, rl_run_frame *run) {
     loop->run = run->outer;
     if (run->outer) rl_fd_table_unpark_for(loop, run->outer->mode);
     pthread_mutex_unlock(&loop->lock);
-    rl_ptrvec_free(&run->ready);
     rl_ready_vec_free(&run->sources);
     rl_ptrvec_free(&run->notify);
 }
@@ -210,7 +209,6 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     run.retry = false;
     run.unperformed = 0;
     atomic_init(&run.stopped, false);
-    rl_ptrvec_init(&run.ready);
     rl_ready_vec_init(&run.sources);
     rl_ptrvec_init(&run.notify);
     if (seconds <= 0) run.deadline = 0;

@@ -332,6 +332,7 @@ void rl_source_invalidate(rl_source_t *s) {
         rl_source_unlock(s);
         if (!loop) break;
         rl_source_remove_from_loop(loop, s);
+        RL_DEBUG_VERIFY(loop, "rl_source_invalidate");
         rl_release(loop);
     }
     if (s->kind) rl_source_end_special(s); /* in no loop now, and none will take it */

@@ -355,10 +355,26 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
 
 /* An invalidated timer leaves its loop. The caller's reference keeps t alive until the
  * memberships' references go, last. */
+/* rl_owner_unlock, verifying the loop in between in debug builds (after changes of a timer's
+ * membership or date: `where` names the call). */
+static void unlock_verified(rl_timer_t *t, rl_loop_t *loop, const char *where) {
+#ifdef RL_DEBUG
+    if (loop) {
+        pthread_mutex_unlock(&loop->lock);
+        RL_DEBUG_VERIFY(loop, where);
+        rl_owner_put(loop);
+        return;
+    }
+#else
+    (void)where;
+#endif
+    rl_owner_unlock(&t->loop, loop);
+}
+
 static void leave_owner(rl_timer_t *t) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     size_t releases = loop ? leave_loop(loop, t) : 0;
-    rl_owner_unlock(&t->loop, loop);
+    unlock_verified(t, loop, "rl_timer_invalidate");
     settle_held(t);
     while (releases--) rl_release(t);
 }
@@ -390,7 +406,7 @@ int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
     if (!t || bad_time(date) || !is_valid(t)) return -EINVAL;
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, not_before_now(date));
-    rl_owner_unlock(&t->loop, loop);
+    unlock_verified(t, loop, "rl_timer_set_next_fire_date");
     return 0;
 }
 
@@ -399,7 +415,7 @@ int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
     double date = rl_time_now() + seconds; /* the one clock reading: never before now */
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, date);
-    rl_owner_unlock(&t->loop, loop);
+    unlock_verified(t, loop, "rl_timer_set_next_fire_in");
     return 0;
 }
 
