@@ -49,7 +49,7 @@ public struct LoopLag: Hashable, Sendable {
         case childProcessSource
         /// An observer's closure.
         case observer
-        /// Queued work (``Loop/perform(in:_:)-(LoopMode,_)``, async jobs on the loop).
+        /// Queued work (``Loop/perform(in:_:)``, async jobs on the loop).
         case queuedWork
         /// A kind of callout this version of the Swift layer does not know (the C core's
         /// `RL_CALLOUT_*` value).

@@ -3,11 +3,12 @@
 // Pattern: UITrackingRunLoopMode, with the Swift layer's timers. `Timer.scheduledTimer` puts a
 // timer in the default mode only, so it pauses while a drag runs the loop in the tracking mode;
 // a timer added to the common modes keeps firing there, once the tracking mode is common. In
-// this layer `loop.schedule(after:repeatingEvery:)` adds to the common modes unless told
-// otherwise (see the article "A timer that fires in the common modes"); `in: [.default]` is
-// Foundation's scheduledTimer. Three 10 ms timers, four phases of 100 ms:
+// this layer `loop.schedule(after:repeatingEvery:)` adds to the default mode unless told
+// otherwise, as Foundation's `scheduledTimer` does (see the article "A timer that fires in the
+// common modes"), and `in: .common` is Foundation's `add(_:forMode: .common)`. Three 10 ms timers,
+// four phases of 100 ms:
 //   clock      in: [.default]
-//   heartbeat  (no mode given: the common modes)
+//   heartbeat  in: .common
 //   drag       in: [tracking]
 //
 // What to watch for:
@@ -48,7 +49,7 @@ let firings = Firings()
 let clock = try loop.schedule(after: interval, repeatingEvery: interval, in: [.default]) { _ in
     firings.record("clock")
 }
-let heartbeat = try loop.schedule(after: interval, repeatingEvery: interval) { _ in
+let heartbeat = try loop.schedule(after: interval, repeatingEvery: interval, in: .common) { _ in
     firings.record("heartbeat")
 }
 let drag = try loop.schedule(after: interval, repeatingEvery: interval, in: [tracking]) { _ in

@@ -172,11 +172,11 @@ let monitorThread = startThread { [monitor] in monitor.run() }
 // queues work for the tracking mode that stalls.
 let ticks = Mutex(0)
 _ = monitor.takeLag()
-let animation = try loop.schedule(after: .milliseconds(10), repeatingEvery: .milliseconds(10)) { _ in
+let animation = try loop.schedule(after: .milliseconds(10), repeatingEvery: .milliseconds(10), in: .common) { _ in
     let n = ticks.withLock { $0 += 1; return $0 }
     let here = Loop.current
     if n == 10 || n == 40 {
-        _ = try? here.schedule(after: .milliseconds(30)) { _ in }  // due mid-stall
+        _ = try? here.schedule(after: .milliseconds(30), in: .common) { _ in }  // due mid-stall
     }
     if n == 10 { usleep(120_000) }
     if n == 40 { try? here.perform(in: tracking) { usleep(150_000) } }
