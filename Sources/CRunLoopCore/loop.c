@@ -117,6 +117,10 @@ void rl_main_loop_after_fork_child(void) {
     atomic_store_explicit(&main_loop, rl_tls_loop ? rl_retain(rl_tls_loop) : NULL, memory_order_release);
 }
 
+bool rl_loop_is_dead(rl_loop_t *loop) {
+    return !loop || atomic_load(&loop->dead);
+}
+
 bool rl_loop_is_current(rl_loop_t *loop) {
     if (!loop) return false;
     if (rl_tls_loop) return rl_tls_loop == loop;

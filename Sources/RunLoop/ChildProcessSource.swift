@@ -4,9 +4,12 @@ private func processCallout(
     _ source: OpaquePointer?, _ pid: Int32, _ status: Int32, _ info: UnsafeMutableRawPointer?
 ) {
     guard let info else { return }
-    ChildProcessSource.Box.callOut(
-        info, raw: source, lending: { ChildProcessSource(retaining: $0, processIdentifier: pid) }
-    ) { handler, source in handler(source, ChildProcessSource.Status(rawValue: status)) }
+    // The core invalidated the source just before this callout: it ends with it.
+    ChildProcessSource.Box.callOut(info, raw: source, endsAfter: true) {
+        ChildProcessSource(
+            retaining: $0, processIdentifier: pid,
+            life: Unmanaged<ItemLife>.fromOpaque(info).takeUnretainedValue())
+    } _: { handler, source in handler(source, ChildProcessSource.Status(rawValue: status)) }
 }
 
 /// A source that a loop calls once when a child process exits, with its status; the library
@@ -16,7 +19,7 @@ private func processCallout(
 /// let exit = try ChildProcessSource(processIdentifier: pid) { source, status in
 ///     print("child \(source.processIdentifier) ended: \(status)")
 /// }
-/// try Loop.current.add(exit, in: .common)
+/// try Loop.current.add(exit, in: .default)
 /// ```
 ///
 /// The child must be one this process started (`posix_spawn`, `fork`) and has not waited for;
@@ -32,7 +35,7 @@ private func processCallout(
 /// pointer (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class ChildProcessSource: LoopItem, @unchecked Sendable {
     /// The context box: the closure as given.
-    typealias Box = CalloutBox<ChildProcessSource, @Sendable (ChildProcessSource, Status) -> Void>
+    typealias Box = ItemBox<ChildProcessSource, (ChildProcessSource, Status) -> Void>
 
     /// How a child process ended: its wait status, as `waitpid` gives it.
     public struct Status: Hashable, Sendable, CustomStringConvertible {
@@ -68,15 +71,20 @@ public final class ChildProcessSource: LoopItem, @unchecked Sendable {
     }
 
     let raw: OpaquePointer
+    private let life: ItemLife
     /// The child watched.
     public let processIdentifier: Int32
 
     /// A handle lent to a callout once the creator's is gone.
-    init(retaining raw: OpaquePointer, processIdentifier: Int32) {
+    init(retaining raw: OpaquePointer, processIdentifier: Int32, life: ItemLife) {
         rl_retain(object(raw))
         self.raw = raw
         self.processIdentifier = processIdentifier
+        self.life = life
     }
+
+    /// What a loop needs to hold the source.
+    public var itemReference: LoopItemReference { LoopItemReference(.source(life), raw) }
 
     deinit { rl_release(object(raw)) }
 
@@ -88,44 +96,27 @@ public final class ChildProcessSource: LoopItem, @unchecked Sendable {
     /// ``LoopError/invalidArgument`` for an identifier `<= 0`; ``LoopError/outOfMemory``.
     public init(
         processIdentifier: Int32, order: Int = 0,
-        handler: @escaping @Sendable (_ source: ChildProcessSource, _ status: Status) -> Void
+        handler: sending @escaping (_ source: ChildProcessSource, _ status: Status) -> Void
     ) throws(LoopError) {
-        let box = Box(handler)
-        raw = try createWithContext(box) {
+        let box = Box(handler, isSource: true)
+        raw = try createItem(box) {
             rl_source_create_process(processIdentifier, order, { processCallout($0, $1, $2, $3) }, &$0)
         }
         self.processIdentifier = processIdentifier
+        self.life = box
         box.handle = self
-        box.raw = raw
     }
 
     /// Removes the source from every mode of every loop and stops it for good, closing its
     /// pidfd; the child is not reaped. Any thread.
-    public func invalidate() { rl_source_invalidate(raw) }
+    public func invalidate() {
+        rl_source_invalidate(raw)
+        life.end()
+    }
 
     /// Whether the source has not been invalidated (nor fired).
     public var isValid: Bool { rl_source_is_valid(raw) }
 
     /// The source's order among the sources called in a pass (lower first).
     public var order: Int { rl_source_get_order(raw) }
-}
-
-extension Loop {
-    /// Adds a child-process source to `mode`; takes effect in a running loop without a wakeup.
-    /// Any thread. Throws as ``add(_:in:)-(LoopSource,_)`` does (``LoopError/invalidArgument``
-    /// once the source has fired), plus ``LoopError/system(errno:)`` for an `epoll_ctl` error.
-    public func add(_ source: ChildProcessSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })
-    }
-
-    /// Removes a child-process source from `mode`. Throws ``LoopError/notInMode`` when it is not
-    /// there.
-    public func remove(_ source: ChildProcessSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_source(raw, source.raw, $0) })
-    }
-
-    /// Whether a child-process source is in `mode`.
-    public func contains(_ source: ChildProcessSource, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_source(raw, source.raw, $0) }
-    }
 }

@@ -2,57 +2,13 @@ internal import CRunLoopCore
 
 // How closures reach C (timers excepted: a `LoopTimer` is its own C timer's context, held by the
 // core only while a loop holds the timer; see LoopTimer.swift and `rl_timer_create_held`).
-// Each other C object's context `info` is one box object, passed as a retained
-// `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over). The C object
-// calls `release(info)` exactly once, when its last reference goes; `releaseBox` balances the +1.
+// Each other C object's context `info` is one box object (an `ItemBox`, LoopItems.swift), passed
+// as a retained `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over).
+// The C object calls `release(info)` exactly once, when its last reference goes; `releaseBox`
+// balances the +1.
 // If the C constructor fails it never takes the context, and the Swift caller releases the box.
 // Queued work (`queueWork`, Loop.swift) is the same with a block in place of the C object: its
 // release runs once, after the block runs or when the loop drops it.
-
-/// The context box of a source or observer: its closure, and a weak link to the handle
-/// made with it, so that a callout passes the handle in and the closure never captures it.
-///
-/// Generic over the closure's own type, so the user's closure is stored as it is: no wrapping
-/// closure (one allocation and one indirect call fewer per item), and each callout site
-/// says how to call it (`invoke`), which the compiler inlines.
-final class CalloutBox<Handle: AnyObject, Body> {
-    let body: Body
-    /// Set once, before the item can join a loop; only read afterwards.
-    weak var handle: Handle?
-    /// The C object, set once with `handle` (for callouts whose C signature does not carry it).
-    var raw: OpaquePointer?
-
-    init(_ body: Body) { self.body = body }
-
-    /// Calls out through the box behind a callout's `info` (see the instance method), without
-    /// retaining the box for the call: the C object owns it until its context release, and the
-    /// core holds a reference to the C object across every callout (crunloop.h, OWNERSHIP), so
-    /// the box outlives the call. Saves a retain and a release on every callout.
-    @inline(__always)
-    static func callOut(
-        _ info: UnsafeMutableRawPointer, raw callRaw: OpaquePointer? = nil,
-        lending lend: (OpaquePointer) -> Handle, _ invoke: (Body, Handle) -> Void
-    ) {
-        Unmanaged<CalloutBox>.fromOpaque(info)._withUnsafeGuaranteedRef {
-            $0.callOut(raw: callRaw, lending: lend, invoke)
-        }
-    }
-
-    /// Calls `invoke` with the closure and the creator's handle while that lives; once it is
-    /// gone (a loop still holds the C object), with a new handle lent for the call by
-    /// `lend(raw)`.
-    @inline(__always)
-    func callOut(
-        raw callRaw: OpaquePointer? = nil, lending lend: (OpaquePointer) -> Handle,
-        _ invoke: (Body, Handle) -> Void
-    ) {
-        if let handle {
-            invoke(body, handle)
-        } else if let raw = callRaw ?? raw {
-            invoke(body, lend(raw))
-        }
-    }
-}
 
 /// `rl_context_t.release` / `rl_source_context_t.release` of every Swift box.
 func releaseBox(_ info: UnsafeRawPointer?) {

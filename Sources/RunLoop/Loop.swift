@@ -119,14 +119,6 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
 
     private init(nullForFailure: Void) { raw = nil }
 
-    /// The loop itself: a `Loop` is `Sendable` now.
-    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
-    public var handle: Loop { self }
-
-    /// The loop itself: what a `LoopHandle` (now a deprecated name of `Loop`) used to return.
-    @available(*, deprecated, message: "a Loop is Sendable: use the loop itself")
-    public var loop: Loop { self }
-
     /// Whether this is the calling thread's loop (`rl_loop_is_current`). Any thread.
     public var isCurrent: Bool { rl_loop_is_current(raw) }
 
@@ -260,18 +252,52 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
 
     // MARK: Queued work
 
-    /// Queues `body` to run once on the loop's thread, at the next pass of a run in `mode` (in
-    /// any common mode for ``LoopMode/common``), after the work queued before it. Any thread;
-    /// from another thread the loop is woken.
+    /// Queues `body` to run once on the loop's thread, at the next pass of a run in one of
+    /// `modes` (by default the default mode, as Foundation's `RunLoop.perform(_:)`; `.common` for
+    /// any common mode), after the work queued before it. Any thread; from another thread the
+    /// loop is woken. Work queued in several modes runs once, at the first pass of any of them
+    /// (`CFRunLoopPerformBlock` with several modes).
     ///
     /// Work still queued when the loop's thread exits is dropped without running (the closure is
-    /// released). Throws ``LoopError/invalidArgument`` when the loop's thread has exited or the
-    /// mode name is empty, ``LoopError/outOfMemory``; then `body` never runs.
-    public func perform(in mode: LoopMode = .common, _ body: sending @escaping () -> Void)
+    /// released). Throws ``LoopError/loopEnded`` when the loop's thread has exited,
+    /// ``LoopError/invalidArgument`` for an empty mode name, ``LoopError/outOfMemory``; then
+    /// `body` never runs.
+    public func perform(in modes: some LoopModes = LoopMode.default, _ body: sending @escaping () -> Void)
         throws(LoopError)
     {
-        try queueWork(on: raw, in: mode, body)
+        if modes.count == 1 {
+            let handed = HandedOver(body)
+            try modes.forEach { (mode) throws(LoopError) in
+                try loopCheck { () throws(LoopError) in try queueWork(on: raw, in: mode, handed.take()) }
+            }
+        } else {
+            let once = OnceWork(body)
+            do throws(LoopError) {
+                try modes.forEach { (mode) throws(LoopError) in
+                    try loopCheck { () throws(LoopError) in try queueWork(on: raw, in: mode) { once.run() } }
+                }
+            } catch {
+                once.cancel()
+                throw error
+            }
+        }
         if !rl_loop_is_current(raw) { rl_loop_wakeup(raw) }
+    }
+
+    /// Runs `body`, mapping ``LoopError/invalidArgument`` to ``LoopError/loopEnded`` when the loop
+    /// is dead.
+    @inline(__always)
+    func loopCheck(_ body: () throws(LoopError) -> Void) throws(LoopError) {
+        do throws(LoopError) { try body() } catch {
+            throw error == .invalidArgument && rl_loop_is_dead(raw) ? .loopEnded : error
+        }
+    }
+
+    /// Throws the error of a C return value, ``LoopError/loopEnded`` for `-EINVAL` from a dead
+    /// loop.
+    @inline(__always)
+    func loopCheck(_ code: Int32) throws(LoopError) {
+        if code < 0 { try loopCheck { () throws(LoopError) in try check(code) } }
     }
 
     // MARK: Description

@@ -35,9 +35,11 @@ final class LoopExitWatch: Sendable {
         self.raw = SourceReference(owning: raw)
     }
 
-    /// Adds the watch to `mode` of `loop` (the loop's errors: a dead loop is `.invalidArgument`).
-    func add(to loop: OpaquePointer?, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_source(loop, raw.raw, $0) })
+    /// Adds the watch to `modes` of `loop` (a dead loop: ``LoopError/loopEnded``).
+    func add(to loop: Loop, in modes: some LoopModes) throws(LoopError) {
+        try modes.forEach { (mode) throws(LoopError) in
+            try loop.loopCheck(mode.withCName { rl_loop_add_source(loop.raw, raw.raw, $0) })
+        }
     }
 
     /// Ends the watch without calling `onExit`. Any thread, also from inside `onExit`.
@@ -55,10 +57,13 @@ final class SourceReference: @unchecked Sendable {
     deinit { rl_release(object(raw)) }
 }
 
+/// A readiness wait's continuation: it resumes with the result, and never throws.
+private typealias Waiting = CheckedContinuation<Result<FileDescriptorSource.Events, LoopError>, Never>
+
 /// One wait's state: the continuation, the source, and whether it was cancelled first.
 private final class ReadinessWait: Sendable {
     private struct State {
-        var continuation: CheckedContinuation<FileDescriptorSource.Events, any Error>?
+        var continuation: Waiting?
         var source: FileDescriptorSource?
         var watch: LoopExitWatch?
         var cancelled = false
@@ -68,13 +73,13 @@ private final class ReadinessWait: Sendable {
     private let state = Locked(State())
 
     /// Installs the continuation; false when the wait was already cancelled (it is resumed).
-    func start(_ continuation: CheckedContinuation<FileDescriptorSource.Events, any Error>) -> Bool {
+    func start(_ continuation: Waiting) -> Bool {
         let cancelled = state.withLock { state -> Bool in
             if state.cancelled { state.done = true; return true }
             state.continuation = continuation
             return false
         }
-        if cancelled { continuation.resume(throwing: CancellationError()) }
+        if cancelled { continuation.resume(returning: .failure(.cancelled)) }
         return !cancelled
     }
 
@@ -87,11 +92,11 @@ private final class ReadinessWait: Sendable {
         }
     }
 
-    func finish(_ result: Result<FileDescriptorSource.Events, any Error>) {
+    func finish(_ result: Result<FileDescriptorSource.Events, LoopError>) {
         let (continuation, source, watch) = state.withLock { state in
             if state.done {
                 return (
-                    nil as CheckedContinuation<FileDescriptorSource.Events, any Error>?,
+                    nil as Waiting?,
                     nil as FileDescriptorSource?, nil as LoopExitWatch?)
             }
             state.done = true
@@ -100,7 +105,7 @@ private final class ReadinessWait: Sendable {
         }
         watch?.invalidate()
         source?.invalidate()
-        continuation?.resume(with: result)
+        continuation?.resume(returning: result)
     }
 
     func cancel() {
@@ -108,7 +113,7 @@ private final class ReadinessWait: Sendable {
             state.cancelled = true
             return state.continuation != nil
         }
-        if waiting { finish(.failure(CancellationError())) }
+        if waiting { finish(.failure(.cancelled)) }
     }
 }
 
@@ -116,39 +121,37 @@ extension Loop {
     /// Waits until `fileDescriptor` is ready for `events` (by default ``FileDescriptorSource/Events/readable``)
     /// and returns the ready events (which may include ``FileDescriptorSource/Events/error``).
     ///
-    /// A one-shot ``FileDescriptorSource`` is added to the loop's `modes` from the calling task
-    /// (no wakeup needed) and invalidated when the wait ends. The loop must be running (for
-    /// example a ``LoopWorker``'s).
+    /// A one-shot ``FileDescriptorSource`` is added to the loop's `modes` (by default the default
+    /// mode) from the calling task (no wakeup needed) and invalidated when the wait ends. The
+    /// loop must be running (for example a ``LoopWorker``'s). The task resumes on its own
+    /// executor, not on the loop's thread (see <doc:WhereAwaitResumes>).
     ///
     /// Throws:
-    /// - `CancellationError` when the task is cancelled (the source is invalidated);
-    /// - ``LoopError/invalidArgument`` when the loop's thread has exited, before the wait or
-    ///   while it is pending (after ``LoopWorker/shutDown()``, for a worker's loop), or for an
-    ///   empty mode name;
+    /// - ``LoopError/cancelled`` when the task is cancelled (the source is invalidated);
+    /// - ``LoopError/loopEnded`` when the loop's thread has exited, before the wait or while it
+    ///   is pending (after ``LoopWorker/shutDown()``, for a worker's loop);
+    /// - ``LoopError/invalidArgument`` for an empty mode name;
     /// - ``LoopError/badFileDescriptor`` when `fileDescriptor` is not open;
     /// - ``LoopError/system(errno:)`` when `epoll_ctl` refuses it (for example `EPERM` for a
     ///   regular file);
     /// - ``LoopError/outOfMemory``.
     public func wait(
         for events: FileDescriptorSource.Events = .readable, on fileDescriptor: Int32,
-        in modes: [LoopMode] = [.common]
-    ) async throws -> FileDescriptorSource.Events {
+        in modes: some LoopModes = LoopMode.default
+    ) async throws(LoopError) -> FileDescriptorSource.Events {
         let wait = ReadinessWait()
         let loop = self
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: Waiting) in
                 guard wait.start(continuation) else { return }
-                do {
+                do throws(LoopError) {
                     let source = try FileDescriptorSource(
                         fileDescriptor: fileDescriptor, events: events,
                         handler: { _, ready in wait.finish(.success(ready)) })
-                    let watch = LoopExitWatch {
-                        wait.finish(.failure(LoopError.invalidArgument))
-                    }
+                    let watch = LoopExitWatch { wait.finish(.failure(.loopEnded)) }
                     guard wait.attach(source, watch) else { return }
-                    let target = loop
-                    for mode in modes { try watch.add(to: target.raw, in: mode) }
-                    for mode in modes { try target.add(source, in: mode) }
+                    try watch.add(to: loop, in: modes)
+                    try loop.add(source, in: modes)
                 } catch {
                     wait.finish(.failure(error))
                 }
@@ -156,6 +159,7 @@ extension Loop {
         } onCancel: {
             wait.cancel()
         }
+        return try result.get()
     }
 
     /// An asynchronous sequence of the fire times of a repeating timer on this loop, first due
@@ -169,14 +173,14 @@ extension Loop {
     /// Throws ``LoopError/invalidArgument`` for a negative interval or tolerance, an empty mode
     /// name or a loop whose thread has exited, and ``LoopError/outOfMemory``.
     public func ticks(
-        every interval: Duration, tolerance: Duration = .zero, in modes: [LoopMode] = [.common]
+        every interval: Duration, tolerance: Duration = .zero, in modes: some LoopModes = LoopMode.default
     ) throws(LoopError) -> AsyncStream<LoopInstant> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: LoopInstant.self, bufferingPolicy: .bufferingNewest(1))
         let watch = LoopExitWatch { continuation.finish() }
         let target = self
         do throws(LoopError) {
-            for mode in modes { try watch.add(to: target.raw, in: mode) }
+            try watch.add(to: target, in: modes)
         } catch {
             watch.invalidate()
             throw error

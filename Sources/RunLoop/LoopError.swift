@@ -5,8 +5,8 @@ import Glibc
 /// The C core reports errors as negative `errno` values; each has a case here. Errors are values
 /// and may be thrown on, and passed to, any thread.
 public enum LoopError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// `EINVAL`: an invalid argument — an invalidated item, a NaN or negative time, an empty mode
-    /// name, ``LoopMode/common`` where a real mode is needed, or a loop whose thread has exited.
+    /// `EINVAL`: an invalid argument — an item that has ended, a NaN or negative time, an empty
+    /// mode name, ``LoopMode/common`` where a real mode is needed.
     case invalidArgument
     /// `EBADF`: the file descriptor is not open.
     case badFileDescriptor
@@ -21,8 +21,11 @@ public enum LoopError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The operation must run on the loop's own thread (for example ``Loop/run()``), and the
     /// calling thread is another one.
     case notOnLoopThread
-    /// The ``LoopWorker`` has been shut down and takes no more work.
-    case workerShutDown
+    /// The loop has ended and takes no more items or work: its thread has exited, or its
+    /// ``LoopWorker`` was shut down (`EINVAL` from the C core, which calls such a loop dead).
+    case loopEnded
+    /// The task waiting was cancelled (`ECANCELED`).
+    case cancelled
     /// Any other `errno` value reported by a system call (for example by `epoll_ctl`).
     case system(errno: Int32)
 
@@ -49,7 +52,9 @@ public enum LoopError: Error, Hashable, Sendable, CustomStringConvertible {
         case .alreadyInMode: return EEXIST
         case .notInMode: return ENOENT
         case .outOfMemory: return ENOMEM
-        case .notOnLoopThread, .workerShutDown: return 0
+        case .loopEnded: return EINVAL
+        case .cancelled: return ECANCELED
+        case .notOnLoopThread: return 0
         case .system(let value): return value
         }
     }
@@ -64,7 +69,8 @@ public enum LoopError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notInMode: return "notInMode (ENOENT)"
         case .outOfMemory: return "outOfMemory (ENOMEM)"
         case .notOnLoopThread: return "notOnLoopThread"
-        case .workerShutDown: return "workerShutDown"
+        case .loopEnded: return "loopEnded (EINVAL)"
+        case .cancelled: return "cancelled (ECANCELED)"
         case .system(let value): return "system(errno: \(value)): \(String(cString: strerror(value)))"
         }
     }

@@ -6,29 +6,6 @@ import Synchronization
 // catalog, FoundationIdioms.md).
 
 extension Loop {
-    /// Queues `body` to run once on the loop's thread, at the next pass of a run in any of
-    /// `modes`, whichever comes first (`CFRunLoopPerformBlock` with several modes). Any thread;
-    /// from another thread the loop is woken.
-    ///
-    /// The work is queued in each mode (one block each, `rl_loop_perform_context`); the first to
-    /// run calls `body`, the others do nothing. Work still queued when the loop's thread exits is
-    /// dropped without running.
-    ///
-    /// Throws ``LoopError/invalidArgument`` when the loop's thread has exited or a mode name is
-    /// empty, ``LoopError/outOfMemory``; then `body` never runs.
-    public func perform(in modes: [LoopMode], _ body: sending @escaping () -> Void)
-        throws(LoopError)
-    {
-        let once = OnceWork(body)
-        do {
-            for mode in modes { try queueWork(on: raw, in: mode) { once.run() } }
-        } catch {
-            once.cancel()
-            throw error
-        }
-        if !rl_loop_is_current(raw) { rl_loop_wakeup(raw) }
-    }
-
     /// Runs `body` on the loop's thread at the next pass of a run in any of `modes`, waits until
     /// it has run, and returns its result (Foundation's
     /// `perform(_:on:with:waitUntilDone:modes:)` with `waitUntilDone` true). Any thread.
@@ -38,38 +15,43 @@ extension Loop {
     /// it). The calling thread blocks meanwhile, so the loop must be running (or run soon) in
     /// one of `modes`: do not call it from a callout of a loop that the target waits on.
     ///
-    /// Throws ``LoopError/invalidArgument`` when the loop's thread has exited, before the call or
-    /// while the work waits (it was dropped, not run), or for an empty mode name;
-    /// ``LoopError/outOfMemory``.
+    /// The default modes are the common modes, as for Foundation's
+    /// `performSelector(onMainThread:with:waitUntilDone:)`: the caller blocks, so the work must
+    /// not wait for a tracking mode to end.
+    ///
+    /// Throws ``LoopError/loopEnded`` when the loop's thread has exited, before the call or
+    /// while the work waits (it was dropped, not run), ``LoopError/invalidArgument`` for an empty
+    /// mode name; ``LoopError/outOfMemory``.
     public func performAndWait<T: Sendable>(
-        in modes: [LoopMode] = [.common], _ body: sending @escaping () -> T
+        in modes: some LoopModes = LoopMode.common, _ body: sending @escaping () -> T
     ) throws(LoopError) -> T {
         if rl_loop_is_current(raw) { return body() }
         let result = Rendezvous<T>()
         let handed = HandedOver(body) // run once: OnceWork takes it once
         try perform(in: modes, OnceWork.dropReporting(
             { result.resolve(.success(handed.take()())) },
-            onDrop: { result.resolve(.failure(.invalidArgument)) }))
+            onDrop: { result.resolve(.failure(.loopEnded)) }))
         return try result.wait().get()
     }
 
-    /// Makes an observer of `activities` and adds it to `modes` (by default the common modes):
+    /// Makes an observer of `activities` and adds it to `modes` (by default the default mode):
     /// `CFRunLoopObserverCreateWithHandler` + `CFRunLoopAddObserver`. Any thread. The handler
     /// runs on the loop's thread and receives the observer and the activity.
     ///
-    /// Throws ``LoopError/invalidArgument`` for no activity, an empty mode name or a loop whose
-    /// thread has exited, ``LoopError/alreadyInMode`` when `modes` names a mode twice,
-    /// ``LoopError/outOfMemory``. When it throws, no observer is left in any mode.
+    /// Throws ``LoopError/invalidArgument`` for no activity or an empty mode name,
+    /// ``LoopError/loopEnded`` for a loop whose thread has exited, ``LoopError/alreadyInMode`` when
+    /// `modes` names a mode twice, ``LoopError/outOfMemory``. When it throws, no observer is left
+    /// in any mode.
     @discardableResult
     public func observe(
         _ activities: LoopObserver.Activity, repeats: Bool = true, order: Int = 0,
-        in modes: [LoopMode] = [.common],
+        in modes: some LoopModes = LoopMode.default,
         _ handler: sending @escaping (LoopObserver, LoopObserver.Activity) -> Void
     ) throws(LoopError) -> LoopObserver {
         let observer = try LoopObserver(
             activities: activities, repeats: repeats, order: order, handler: handler)
         do {
-            for mode in modes { try add(observer, in: mode) }
+            try add(observer, in: modes)
         } catch {
             observer.invalidate()
             throw error

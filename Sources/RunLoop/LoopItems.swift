@@ -1,13 +1,63 @@
 internal import CRunLoopCore
+import Glibc
+import Synchronization
 
-/// An item a loop services: ``LoopTimer``, ``LoopSource``, ``FileDescriptorSource``,
-/// ``SignalSource``, ``ChildProcessSource`` or ``LoopObserver``. Every member may be used from any
-/// thread.
+/// An item a loop services: ``LoopTimer``, ``LoopTimeout``, ``LoopSource``,
+/// ``FileDescriptorSource``, ``SignalSource``, ``ChildProcessSource`` or ``LoopObserver``.
+///
+/// Register any of them with the same three calls: ``Loop/add(_:in:)``,
+/// ``Loop/remove(_:from:)`` and ``Loop/contains(_:in:)``.
+///
+/// **Lifetime.** An item's closures are released exactly once, at its end: when it is
+/// invalidated (by you, from any thread, or by the loop: a fired one-shot timer or observer, a
+/// child-process source that reported), when the loop it belongs to ends (its thread exits, a
+/// ``LoopWorker`` shuts down), or when its last reference goes, whichever comes first. A closure
+/// that is running then is released as it returns. So an object may hold its item while the
+/// item's closure captures the object: invalidating the item, or the end of its loop, breaks
+/// the cycle. The handle stays usable after the end: its getters answer as for an invalid item,
+/// and adding it to a loop throws ``LoopError/invalidArgument``.
+///
+/// **One loop.** An item belongs to the first loop it is added to, for its whole life (as a
+/// `CFRunLoopTimer` does): it may be in any number of that loop's modes, and adding it to another
+/// loop throws ``LoopError/alreadyInAnotherLoop``. So its closures run on one thread, one callout
+/// at a time, which is why every closure is `sending` and may capture state that is not
+/// `Sendable` (see <doc:ServerRecipe> for state that two closures share).
+///
+/// Every member may be used from any thread.
 public protocol LoopItem: AnyObject, Sendable {
-    /// Removes the item from every mode of every loop and stops it for good.
+    /// Removes the item from every mode of its loop and ends it: it never runs again and its
+    /// closures are released (after the callout under way, if any). Any thread; also from inside
+    /// the item's own callout.
     func invalidate()
-    /// Whether the item has not been invalidated (nor, for a one-shot timer or observer, fired).
+    /// Whether the item has not ended (invalidated, fired for a one-shot timer or observer,
+    /// reported for a child-process source, or its loop ended).
     var isValid: Bool { get }
+    /// The item's order among items of its kind that are due in the same pass (lower first).
+    var order: Int { get }
+    /// What a loop needs to hold the item. The library's items give their own; a type of yours
+    /// that wraps one of them may conform by giving the wrapped item's.
+    var itemReference: LoopItemReference { get }
+}
+
+/// What a loop needs to hold an item (see ``LoopItem/itemReference``): opaque; only the
+/// library's items make one.
+///
+/// `@unchecked Sendable`: the pointer is a C item's, whose functions are thread-safe, and the
+/// item behind it is `Sendable`.
+public struct LoopItemReference: @unchecked Sendable {
+    enum Kind: Sendable {
+        case timer(LoopTimer)
+        case source(ItemLife)
+        case observer(ItemLife)
+    }
+
+    let kind: Kind
+    let raw: OpaquePointer
+
+    init(_ kind: Kind, _ raw: OpaquePointer) {
+        self.kind = kind
+        self.raw = raw
+    }
 }
 
 extension LoopItem {
@@ -51,116 +101,108 @@ public struct LoopRegistration: ~Copyable, Sendable {
     deinit { item?.invalidate() }
 }
 
+// MARK: - Registration
+
 extension Loop {
-    // Every member is callable from any thread. Modes: one mode is `in mode: LoopMode`, a list is
-    // `in modes: [LoopMode]`, and every default is `.common` (the default mode and every mode
-    // marked common).
-
-    // MARK: Timers
-
-    /// Adds `timer` to `mode` (to every common mode for ``LoopMode/common``). Any thread; a timer
-    /// due earlier than the loop's current wait takes effect without a wakeup.
+    /// Adds `item` to `modes` of this loop (``LoopModes``: `.default`, `.common`, a name, or
+    /// several in a list). Any thread; a timer due earlier than the loop's current wait, or a
+    /// file descriptor source, takes effect without a wakeup.
     ///
-    /// Throws ``LoopError/alreadyInAnotherLoop`` when the timer belongs to another loop,
-    /// ``LoopError/alreadyInMode`` when it is already in `mode` (in every common mode, for
-    /// ``LoopMode/common``), ``LoopError/invalidArgument`` for an invalidated timer, an empty mode
-    /// name or a loop whose thread has exited, ``LoopError/outOfMemory``.
-    public func add(_ timer: LoopTimer, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_timer(raw, timer.raw, $0) })
-    }
-
-    /// Removes `timer` from `mode`. Throws ``LoopError/notInMode`` when it is not there,
-    /// ``LoopError/invalidArgument`` for an empty mode name.
-    public func remove(_ timer: LoopTimer, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_timer(raw, timer.raw, $0) })
-    }
-
-    /// Whether `timer` is in `mode`.
-    public func contains(_ timer: LoopTimer, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_timer(raw, timer.raw, $0) }
-    }
-
-    /// Makes a timer due at `fireDate` and adds it to `modes` (by default the common modes); see
-    /// ``LoopTimer/init(fireAt:repeatingEvery:tolerance:order:_:)-(LoopInstant,_,_,_,_)``. Any
-    /// thread.
+    /// All or nothing: when adding to one of the modes fails, the item is taken out of the modes
+    /// this call put it in, and the error is thrown.
     ///
-    /// Throws ``LoopError/invalidArgument`` for a negative interval or tolerance, an empty mode
-    /// name or a loop whose thread has exited, ``LoopError/alreadyInMode`` when `modes` names a
-    /// mode twice, ``LoopError/outOfMemory``. When it throws, no timer is left in any mode.
-    @discardableResult
-    public func schedule(
-        at fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
-        tolerance: Duration = .zero, order: Int = 0, in modes: [LoopMode] = [.common],
-        _ body: sending @escaping (LoopTimer) -> Void
-    ) throws(LoopError) -> LoopTimer {
-        let timer = try LoopTimer(
-            fireAt: fireDate, repeatingEvery: interval, tolerance: tolerance, order: order, body)
-        do {
-            for mode in modes { try add(timer, in: mode) }
+    /// Throws ``LoopError/alreadyInAnotherLoop`` when the item belongs to another loop,
+    /// ``LoopError/alreadyInMode`` when it is already in a mode named (in every common mode, for
+    /// ``LoopMode/common``), ``LoopError/invalidArgument`` for an item that has ended or an empty
+    /// mode name, ``LoopError/loopEnded`` when this loop's thread has exited,
+    /// ``LoopError/outOfMemory``; for a ``FileDescriptorSource``, also
+    /// ``LoopError/badFileDescriptor`` when its descriptor was closed and
+    /// ``LoopError/system(errno:)`` for other `epoll_ctl` errors (`EPERM` for a regular file).
+    public func add(_ item: some LoopItem, in modes: some LoopModes) throws(LoopError) {
+        let reference = item.itemReference
+        var done = 0
+        do throws(LoopError) {
+            try modes.forEach { (mode) throws(LoopError) in
+                try loopCheck(mode.withCName { addItem(reference, $0) })
+                done += 1
+            }
         } catch {
-            timer.invalidate()
+            var undone = 0
+            modes.forEach { mode in
+                if undone < done { _ = mode.withCName { removeItem(reference, $0) } }
+                undone += 1
+            }
             throw error
         }
-        return timer
+        if case .source(let life) = reference.kind { life.register(on: self) }
+        if case .observer(let life) = reference.kind { life.register(on: self) }
     }
 
-    /// Makes a timer due `delay` from now and adds it to `modes` (by default the common modes).
-    /// Any thread. Errors as for ``schedule(at:repeatingEvery:tolerance:order:in:_:)``.
-    @discardableResult
-    public func schedule(
-        after delay: Duration, repeatingEvery interval: Duration? = nil,
-        tolerance: Duration = .zero, order: Int = 0, in modes: [LoopMode] = [.common],
-        _ body: sending @escaping (LoopTimer) -> Void
-    ) throws(LoopError) -> LoopTimer {
-        try schedule(
-            at: LoopInstant.now.advanced(by: delay), repeatingEvery: interval, tolerance: tolerance,
-            order: order, in: modes, body)
+    /// Removes `item` from `modes` (the item stays valid, belongs to this loop, and may be added
+    /// again). Every mode named is tried; the first error is thrown: ``LoopError/notInMode`` when
+    /// the item is not in a mode, ``LoopError/invalidArgument`` for an empty mode name. Any
+    /// thread.
+    public func remove(_ item: some LoopItem, from modes: some LoopModes) throws(LoopError) {
+        let reference = item.itemReference
+        var first: LoopError?
+        modes.forEach { mode in
+            let code = mode.withCName { removeItem(reference, $0) }
+            if first == nil, let error = LoopError(code: code) { first = error }
+        }
+        switch reference.kind {
+        case .source(let life), .observer(let life):
+            // Out of every mode: the loop no longer needs to end it; nothing keeps it then.
+            if !isInAnyMode(reference) { life.unregister() }
+        case .timer: break
+        }
+        if let first { throw first }
     }
 
-    // MARK: Sources
-
-    /// Adds `source` to `mode` (a source may be in several modes and loops). Any thread.
-    ///
-    /// Throws ``LoopError/alreadyInMode`` when it is already there, ``LoopError/invalidArgument``
-    /// for an invalidated source, an empty mode name or a loop whose thread has exited,
-    /// ``LoopError/outOfMemory``.
-    public func add(_ source: LoopSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })
+    /// Whether `item` is in every mode of `modes`. Any thread.
+    public func contains(_ item: some LoopItem, in modes: some LoopModes) -> Bool {
+        let reference = item.itemReference
+        var all = true
+        modes.forEach { mode in
+            if all { all = mode.withCName { containsItem(reference, $0) } }
+        }
+        return all
     }
 
-    /// Removes `source` from `mode`. Throws ``LoopError/notInMode`` when it is not there,
-    /// ``LoopError/invalidArgument`` for an empty mode name.
-    public func remove(_ source: LoopSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_source(raw, source.raw, $0) })
+    private func addItem(_ reference: LoopItemReference, _ mode: UnsafePointer<CChar>) -> Int32 {
+        switch reference.kind {
+        case .timer(let timer):
+            let code = rl_loop_add_timer(raw, reference.raw, mode)
+            if code == 0 { timer.joined(raw) }
+            return code
+        case .source(let life):
+            guard life.claim(raw) else { return -EBUSY }
+            return rl_loop_add_source(raw, reference.raw, mode)
+        case .observer:
+            return rl_loop_add_observer(raw, reference.raw, mode)
+        }
     }
 
-    /// Whether `source` is in `mode`.
-    public func contains(_ source: LoopSource, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_source(raw, source.raw, $0) }
+    private func removeItem(_ reference: LoopItemReference, _ mode: UnsafePointer<CChar>) -> Int32 {
+        switch reference.kind {
+        case .timer: return rl_loop_remove_timer(raw, reference.raw, mode)
+        case .source: return rl_loop_remove_source(raw, reference.raw, mode)
+        case .observer: return rl_loop_remove_observer(raw, reference.raw, mode)
+        }
     }
 
-    /// Adds a file descriptor source to `mode`; takes effect in a running loop without a
-    /// wakeup. Any thread.
-    ///
-    /// Throws as ``add(_:in:)-(LoopSource,_)`` does, plus ``LoopError/badFileDescriptor`` when
-    /// the descriptor was closed, and ``LoopError/system(errno:)`` for other `epoll_ctl` errors
-    /// (`EPERM` for a regular file or a directory).
-    public func add(_ source: FileDescriptorSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })
+    private func containsItem(_ reference: LoopItemReference, _ mode: UnsafePointer<CChar>) -> Bool {
+        switch reference.kind {
+        case .timer: return rl_loop_contains_timer(raw, reference.raw, mode)
+        case .source: return rl_loop_contains_source(raw, reference.raw, mode)
+        case .observer: return rl_loop_contains_observer(raw, reference.raw, mode)
+        }
     }
 
-    /// Removes a file descriptor source from `mode`. Throws ``LoopError/notInMode`` when it is
-    /// not there, ``LoopError/invalidArgument`` for an empty mode name.
-    public func remove(_ source: FileDescriptorSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_source(raw, source.raw, $0) })
+    private func isInAnyMode(_ reference: LoopItemReference) -> Bool {
+        allModes.contains { mode in mode.withCName { containsItem(reference, $0) } }
     }
 
-    /// Whether a file descriptor source is in `mode`.
-    public func contains(_ source: FileDescriptorSource, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_source(raw, source.raw, $0) }
-    }
-
-    /// Adds a source that is never signalled to `modes` (by default the common modes), so that a
+    /// Adds a source that is never signalled to `modes` (by default the default mode), so that a
     /// run of those modes waits instead of returning ``LoopRunResult/finished`` when it has
     /// nothing else: the keep-alive idiom, Foundation's `RunLoop.current.add(Port(), forMode:)`.
     /// Invalidate the returned source to end it. Any thread.
@@ -170,69 +212,290 @@ extension Loop {
     /// try Loop.current.run()        // returns only at stop(), or once keepAlive is invalidated
     /// ```
     ///
-    /// Throws ``LoopError/invalidArgument`` for an empty mode name or a loop whose thread has
-    /// exited, ``LoopError/outOfMemory``; then nothing was added.
+    /// Throws ``LoopError/invalidArgument`` for an empty mode name, ``LoopError/loopEnded`` for a
+    /// loop whose thread has exited, ``LoopError/outOfMemory``; then nothing was added.
     @discardableResult
-    public func addKeepAlive(in modes: [LoopMode] = [.common]) throws(LoopError) -> LoopSource {
+    public func addKeepAlive(in modes: some LoopModes = LoopMode.default) throws(LoopError) -> LoopSource {
         let source = LoopSource { _ in }
         do {
-            for mode in modes { try add(source, in: mode) }
+            try add(source, in: modes)
         } catch {
             source.invalidate()
             throw error
         }
         return source
     }
+}
 
-    // MARK: Observers
+// MARK: - The life of a source or observer
 
-    /// Adds `observer` to `mode`. Any thread.
-    ///
-    /// Throws ``LoopError/alreadyInAnotherLoop`` when it belongs to another loop,
-    /// ``LoopError/alreadyInMode`` when it is already there, ``LoopError/invalidArgument`` for
-    /// an invalidated observer, an empty mode name or a loop whose thread has exited,
-    /// ``LoopError/outOfMemory``.
-    public func add(_ observer: LoopObserver, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_observer(raw, observer.raw, $0) })
+/// The Swift side of a source's or observer's life (timers have their own, LoopTimer.swift):
+/// the state that tells when its closures may be released, the loop it belongs to, and its
+/// membership in that loop's registry, which ends it when the loop ends.
+///
+/// States, in one atomic word: `ended` (invalidated, or its loop or C object gone), `finished`
+/// (closures released), and the number of callouts running. A callout enters by adding one and
+/// calls the closure only if the item had not ended; the end is made by the first of `end()` and
+/// the last callout to leave, whichever finds the item ended with no callout running. So a closure
+/// is never released while it runs, and is released once.
+///
+/// `@unchecked Sendable`: `raw` is set once, before the item can join a loop; the closures
+/// (`ItemBox.body`, `onEnd`) are read by callouts only while the state says not ended, and
+/// released by `finish()` only once ended with no callout running, ordered by the state's
+/// acquire-release operations.
+class ItemLife: @unchecked Sendable {
+    private static let ended = 1
+    private static let finished = 2
+    private static let callout = 4
+
+    private let state = Atomic<Int>(0)
+    /// The loop the item belongs to (its address), 0 before its first add. Claimed once.
+    private let owner = Atomic<UInt>(0)
+    /// The C object; set once, right after it is made.
+    final var raw: OpaquePointer?
+    /// Whether the C object is a source (else an observer).
+    let isSource: Bool
+    /// Runs once at the end, after the closures are released (a cancel handler, a close).
+    final var onEnd: (() -> Void)?
+
+    init(isSource: Bool) { self.isSource = isSource }
+
+    /// Releases the item's closures (the subclass holds them).
+    func releaseBody() {}
+
+    /// Claims the item for the loop at `loop` (the one-loop rule); false when another has it.
+    final func claim(_ loop: OpaquePointer?) -> Bool {
+        let address = UInt(bitPattern: loop)
+        let (exchanged, current) = owner.compareExchange(
+            expected: 0, desired: address, ordering: .acquiringAndReleasing)
+        return exchanged || current == address
     }
 
-    /// Removes `observer` from `mode`. Throws ``LoopError/notInMode`` when it is not there,
-    /// ``LoopError/invalidArgument`` for an empty mode name.
-    public func remove(_ observer: LoopObserver, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_observer(raw, observer.raw, $0) })
+    /// Marks the item as one to end when `loop` ends (after a successful add).
+    final func register(on loop: Loop) {
+        if !ItemRegistry.insert(self, on: loop.raw) { endForLoop() }
+        // An end that came meanwhile may have looked before the insert: look again.
+        if state.load(ordering: .sequentiallyConsistent) & ItemLife.ended != 0 { unregister() }
     }
 
-    /// Whether `observer` is in `mode`.
-    public func contains(_ observer: LoopObserver, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_observer(raw, observer.raw, $0) }
+    final func unregister() {
+        ItemRegistry.remove(self, loop: owner.load(ordering: .acquiring))
+    }
+
+    /// Enters a callout: true when the closure may be called. Pair with `leave()`.
+    @inline(__always)
+    final func enter() -> Bool {
+        state.wrappingAdd(ItemLife.callout, ordering: .acquiring).oldValue & ItemLife.ended == 0
+    }
+
+    /// Leaves a callout; ends the item's closures if it ended meanwhile and this was the last.
+    @inline(__always)
+    final func leave() {
+        let left = state.wrappingSubtract(ItemLife.callout, ordering: .acquiringAndReleasing).newValue
+        if left == ItemLife.ended { finish() }
+    }
+
+    /// Ends the item: after this its closures are never called, and they are released now, or
+    /// as the last callout running returns. Idempotent; any thread.
+    final func end() {
+        let before = state.bitwiseOr(ItemLife.ended, ordering: .sequentiallyConsistent).oldValue
+        if before & ItemLife.ended != 0 { return }
+        unregister()
+        if before < ItemLife.callout { finish() }
+    }
+
+    /// The item's loop ended: invalidate the C item (it may be in no mode already), then end.
+    final func endForLoop() {
+        guard let raw else { return }
+        if isSource { rl_source_invalidate(raw) } else { rl_observer_invalidate(raw) }
+        end()
+    }
+
+    /// Whether the C item is valid (no C object yet: no).
+    final var isValidInC: Bool {
+        guard let raw else { return false }
+        return isSource ? rl_source_is_valid(raw) : rl_observer_is_valid(raw)
+    }
+
+    private func finish() {
+        let before = state.bitwiseOr(ItemLife.finished, ordering: .acquiringAndReleasing).oldValue
+        if before & ItemLife.finished != 0 { return }
+        releaseBody()
+        let last = onEnd
+        onEnd = nil
+        last?()
     }
 }
 
-// MARK: - Deprecated spellings
+/// The life of an item plus its closure, and a weak link to the handle made with it, so that a
+/// callout passes the handle in and the closure never captures it.
+///
+/// Generic over the closure's own type, so the user's closure is stored as it is: no wrapping
+/// closure, and each callout site says how to call it (`invoke`), which the compiler inlines.
+final class ItemBox<Handle: AnyObject, Body>: ItemLife, @unchecked Sendable {
+    private var body: Body?
+    /// Set once, before the item can join a loop; only read afterwards.
+    weak var handle: Handle?
 
-extension Loop {
-    @available(*, deprecated, renamed: "add(_:in:)")
-    public func add(_ timer: LoopTimer, forMode mode: LoopMode) throws(LoopError) { try add(timer, in: mode) }
-    @available(*, deprecated, renamed: "remove(_:in:)")
-    public func remove(_ timer: LoopTimer, forMode mode: LoopMode) throws(LoopError) { try remove(timer, in: mode) }
-    @available(*, deprecated, renamed: "contains(_:in:)")
-    public func contains(_ timer: LoopTimer, inMode mode: LoopMode) -> Bool { contains(timer, in: mode) }
-    @available(*, deprecated, renamed: "add(_:in:)")
-    public func add(_ source: LoopSource, forMode mode: LoopMode) throws(LoopError) { try add(source, in: mode) }
-    @available(*, deprecated, renamed: "remove(_:in:)")
-    public func remove(_ source: LoopSource, forMode mode: LoopMode) throws(LoopError) { try remove(source, in: mode) }
-    @available(*, deprecated, renamed: "contains(_:in:)")
-    public func contains(_ source: LoopSource, inMode mode: LoopMode) -> Bool { contains(source, in: mode) }
-    @available(*, deprecated, renamed: "add(_:in:)")
-    public func add(_ source: FileDescriptorSource, forMode mode: LoopMode) throws(LoopError) { try add(source, in: mode) }
-    @available(*, deprecated, renamed: "remove(_:in:)")
-    public func remove(_ source: FileDescriptorSource, forMode mode: LoopMode) throws(LoopError) { try remove(source, in: mode) }
-    @available(*, deprecated, renamed: "contains(_:in:)")
-    public func contains(_ source: FileDescriptorSource, inMode mode: LoopMode) -> Bool { contains(source, in: mode) }
-    @available(*, deprecated, renamed: "add(_:in:)")
-    public func add(_ observer: LoopObserver, forMode mode: LoopMode) throws(LoopError) { try add(observer, in: mode) }
-    @available(*, deprecated, renamed: "remove(_:in:)")
-    public func remove(_ observer: LoopObserver, forMode mode: LoopMode) throws(LoopError) { try remove(observer, in: mode) }
-    @available(*, deprecated, renamed: "contains(_:in:)")
-    public func contains(_ observer: LoopObserver, inMode mode: LoopMode) -> Bool { contains(observer, in: mode) }
+    init(_ body: sending Body, isSource: Bool) {
+        self.body = body
+        super.init(isSource: isSource)
+    }
+
+    override func releaseBody() { body = nil }
+
+    /// Calls out through the box behind a callout's `info`, without retaining the box for the
+    /// call: the C object owns it until its context release, and the core holds a reference to
+    /// the C object across every callout (crunloop.h, OWNERSHIP), so the box outlives the call.
+    @inline(__always)
+    static func callOut(
+        _ info: UnsafeMutableRawPointer, raw callRaw: OpaquePointer? = nil, endsAfter: Bool = false,
+        lending lend: (OpaquePointer) -> Handle, _ invoke: (Body, Handle) -> Void
+    ) {
+        Unmanaged<ItemBox>.fromOpaque(info)._withUnsafeGuaranteedRef {
+            $0.callOut(raw: callRaw, endsAfter: endsAfter, lending: lend, invoke)
+        }
+    }
+
+    /// Calls `invoke` with the closure and the creator's handle while that lives; once it is
+    /// gone (a loop still holds the C object), with a new handle lent for the call by
+    /// `lend(raw)`. Nothing is called once the item ended. `endsAfter`: the item ends with this
+    /// callout (a one-shot observer, a child-process source).
+    @inline(__always)
+    func callOut(
+        raw callRaw: OpaquePointer?, endsAfter: Bool, lending lend: (OpaquePointer) -> Handle,
+        _ invoke: (Body, Handle) -> Void
+    ) {
+        if enter(), let body {
+            if let handle {
+                invoke(body, handle)
+            } else if let raw = callRaw ?? raw {
+                invoke(body, lend(raw))
+            }
+        }
+        if endsAfter { end() }
+        leave()
+    }
+}
+
+/// `rl_context_t.release` / `rl_source_context_t.release` of a source's or observer's box: the C
+/// object is gone, so the item has ended.
+func releaseItemBox(_ info: UnsafeRawPointer?) {
+    guard let info else { return }
+    let life = Unmanaged<ItemLife>.fromOpaque(info).takeRetainedValue()
+    life.raw = nil  // gone: nothing may call C with it
+    life.end()
+}
+
+/// An `rl_context_t` owning one retain of an item's box, whose release ends the item.
+func makeItemContext(_ box: ItemLife) -> rl_context_t {
+    rl_context_t(
+        info: Unmanaged.passRetained(box).toOpaque(), retain: nil, release: { releaseItemBox($0) })
+}
+
+/// Creates a C source or observer whose context owns one retain of `box`: `create` gets the
+/// context and returns the object, or NULL with errno set, in which case the retain is given
+/// back (without ending anything) and the C error thrown.
+func createItem(
+    _ box: ItemLife, _ create: (inout rl_context_t) -> OpaquePointer?
+) throws(LoopError) -> OpaquePointer {
+    var context = makeItemContext(box)
+    guard let raw = create(&context) else {
+        let error = lastCError()
+        Unmanaged<ItemLife>.fromOpaque(context.info!).release()
+        throw error
+    }
+    box.raw = raw
+    return raw
+}
+
+// MARK: - The registry: what each loop must end when it ends
+
+/// For each loop that holds sources or observers made here, the items to end when it ends. The
+/// registry holds one C reference to each, so that ending one never races with its destruction;
+/// an item leaves it at its end, or when it is removed from its loop's last mode.
+///
+/// A loop's end is seen through a private observer in a mode nobody runs
+/// (`"com.crunloop.RunLoop.items"`): the loop holds its only reference, which the loop's teardown
+/// gives back (crunloop.h: a loop lets go of its observers when its thread exits), and its
+/// context release ends the loop's items, on the thread tearing the loop down (the worker's own,
+/// before `LoopWorker.shutDown()` returns from its join).
+enum ItemRegistry {
+    private struct Entry {
+        var items: [ObjectIdentifier: ItemLife] = [:]
+    }
+
+    private static let loops = Locked<[UInt: Entry]>([:])
+    private static let watchMode = "com.crunloop.RunLoop.items"
+
+    /// Registers `item` for the loop at `loop`; false when that loop has already ended (then
+    /// nothing is registered).
+    static func insert(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
+        guard let loop, let raw = item.raw else { return false }
+        let key = UInt(bitPattern: loop)
+        let known = loops.withLock { loops -> Bool in
+            guard loops[key] != nil else { return false }
+            if loops[key]!.items.updateValue(item, forKey: ObjectIdentifier(item)) == nil {
+                rl_retain(object(raw))
+            }
+            return true
+        }
+        if known { return true }
+        // A first item for this loop: watch for its end (outside the lock: the add takes the
+        // loop's lock, and a teardown calls out with no lock held, then takes ours).
+        guard watch(loop) else { return false }
+        return insert(item, on: loop)
+    }
+
+    /// Unregisters `item` from the loop at `loop` (its address; 0: none), giving back the
+    /// registry's reference.
+    static func remove(_ item: ItemLife, loop: UInt) {
+        guard loop != 0 else { return }
+        let removed = loops.withLock { loops in
+            loops[loop]?.items.removeValue(forKey: ObjectIdentifier(item))
+        }
+        if let removed, let raw = removed.raw { rl_release(object(raw)) }
+    }
+
+    /// Adds the watch observer to `loop` and makes its entry; false when the loop has ended.
+    private static func watch(_ loop: OpaquePointer) -> Bool {
+        var context = rl_context_t(
+            info: UnsafeMutableRawPointer(loop), retain: nil,
+            release: { info in ItemRegistry.loopEnded(UInt(bitPattern: info)) })
+        // Made with the entry in place, so that a teardown racing with this finds it.
+        let key = UInt(bitPattern: loop)
+        let fresh = loops.withLock { loops -> Bool in
+            if loops[key] != nil { return false }
+            loops[key] = Entry()
+            return true
+        }
+        if !fresh { return true }
+        guard
+            let observer = rl_observer_create(
+                UInt32(RL_ENTRY), true, 0, { _, _, _ in }, &context)
+        else {
+            // No memory for the watch: the items cannot be ended with the loop; register them
+            // anyway (they end with their handles, or when invalidated).
+            return true
+        }
+        let code = watchMode.withCString { rl_loop_add_observer(loop, observer, $0) }
+        rl_release(object(observer))  // the loop holds the only reference (or none: ended now)
+        if code != 0 {
+            // The loop has ended (or no memory): nothing will call loopEnded; do it here.
+            loopEnded(key)
+            return rl_loop_is_dead(loop) ? false : true
+        }
+        return true
+    }
+
+    /// The loop at `loop` ended (or its watch could not be added): end every item registered.
+    private static func loopEnded(_ loop: UInt) {
+        let entry = loops.withLock { loops in loops.removeValue(forKey: loop) }
+        guard let entry else { return }
+        for item in entry.items.values {
+            let raw = item.raw
+            item.endForLoop()
+            if let raw { rl_release(object(raw)) }
+        }
+    }
 }

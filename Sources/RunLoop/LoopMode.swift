@@ -81,3 +81,70 @@ public struct LoopMode: Hashable, Sendable, ExpressibleByStringLiteral, CustomSt
         return try result.get()
     }
 }
+
+/// The modes an operation names: one mode or several. Every `in:` and `from:` parameter of the
+/// library takes any of them, so each is spelled the same way at every call:
+///
+/// ```swift
+/// try loop.add(timer, in: .default)
+/// try loop.add(timer, in: tracking)                  // a LoopMode
+/// try loop.add(timer, in: [.default, tracking])      // several
+/// try loop.perform(in: "com.example.tracking") { ... }
+/// let timer = try loop.schedule(after: .seconds(1), in: .common) { _ in ... }
+/// ```
+///
+/// ``LoopMode`` (one mode), an array of them (several, in order) and `String` (one mode by name)
+/// conform; there is nothing else to conform.
+///
+/// **Defaults.** Where the modes may be left out, they are ``LoopMode/default``, as in Foundation
+/// (`Timer.scheduledTimer`, `RunLoop.perform(_:)`, `perform(_:with:afterDelay:)`): the timer or
+/// work then waits while the loop runs another mode, such as a tracking mode, and runs once the
+/// loop is back in the default mode. Say `.common` to have it run in every common mode instead.
+/// The exceptions follow Foundation too: ``Loop/performAndWait(in:_:)`` defaults to the common
+/// modes (as `performSelector(onMainThread:with:waitUntilDone:)`), since its caller blocks, and
+/// a ``LoopExecutor``'s jobs run in the common modes. ``Loop/add(_:in:)`` takes no default, as
+/// Foundation's `add(_:forMode:)`.
+public protocol LoopModes: Sendable {
+    /// Calls `body` with each mode, in order.
+    func forEachMode<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E)
+}
+
+extension LoopMode: LoopModes {
+    /// Calls `body` with this mode.
+    @inline(__always)
+    public func forEachMode<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E) { try body(self) }
+}
+
+extension Array: LoopModes where Element == LoopMode {
+    /// Calls `body` with each mode, in order.
+    public func forEachMode<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E) {
+        for mode in self { try body(mode) }
+    }
+}
+
+extension String: LoopModes {
+    /// Calls `body` with the mode of this name.
+    public func forEachMode<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E) {
+        try body(LoopMode(self))
+    }
+}
+
+extension LoopModes where Self == LoopMode {
+    /// The default mode (``LoopMode/default``).
+    public static var `default`: LoopMode { LoopMode.default }
+    /// Every common mode (``LoopMode/common``).
+    public static var common: LoopMode { LoopMode.common }
+}
+
+extension LoopModes {
+    /// Calls `body` for each mode, in order, stopping at the first error.
+    @inline(__always)
+    func forEach<E: Error>(_ body: (LoopMode) throws(E) -> Void) throws(E) { try forEachMode(body) }
+
+    /// The number of modes.
+    var count: Int {
+        var count = 0
+        forEachMode { _ in count += 1 }
+        return count
+    }
+}

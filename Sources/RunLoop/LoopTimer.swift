@@ -1,11 +1,12 @@
 internal import CRunLoopCore
+import Synchronization
 
 /// The `rl_timer_callback_t` of every Swift timer. `info` is the timer itself, unretained: the
 /// core keeps a held timer's context alive for the whole callout (crunloop.h,
 /// `rl_timer_create_held`), so no retain is needed here.
 private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body($0) }
+    Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body?($0) }
 }
 
 /// The context of every Swift timer: `info` is the `LoopTimer`, retained while a loop holds it.
@@ -14,30 +15,35 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
         info: Unmanaged.passUnretained(timer).toOpaque(),
         retain: { info in
             guard let info else { return nil }
-            _ = Unmanaged<LoopTimer>.fromOpaque(info).retain()
+            let timer = Unmanaged<LoopTimer>.fromOpaque(info).retain()
+            timer._withUnsafeGuaranteedRef { $0.held.store(true, ordering: .releasing) }
             return info
         },
         release: { info in
             guard let info else { return }
-            Unmanaged<LoopTimer>.fromOpaque(info).release()
+            let timer = Unmanaged<LoopTimer>.fromOpaque(info)
+            timer._withUnsafeGuaranteedRef { $0.leftLoop() }
+            timer.release()
         })
 }
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
 ///
-/// Create it, then add it to one loop in one or several modes (`Loop.add(_:in:)`),
+/// Create it, then add it to one loop in one or several modes (``Loop/add(_:in:)``),
 /// or use ``Loop/schedule(after:repeatingEvery:tolerance:order:in:_:)`` which does both. The
-/// closure runs on that loop's thread and receives the timer, so it never needs to capture it:
-/// a timer whose closure uses its timer leaks nothing. The timer it receives is the very object
-/// you hold (`===`). A one-shot timer is invalidated after its callout; a repeating timer keeps
-/// to its grid (`fireDate + k * interval`), firing once after a stall. Timers with equal fire
-/// dates fire in ascending ``order``, then in the order scheduled.
+/// closure runs on that loop's thread and receives the timer, so it never needs to capture it.
+/// The timer it receives is the very object you hold (`===`). A one-shot timer is invalidated
+/// after its callout (for a timeout that can be armed again after it fired, see
+/// ``LoopTimeout``); a repeating timer keeps to its grid (`fireDate + k * interval`), firing once
+/// after a stall. Timers with equal fire dates fire in ascending ``order``, then in the order
+/// scheduled.
 ///
-/// **Lifetime.** The handle owns one reference to the C timer and releases it in `deinit`; it
-/// also holds the closure. A loop that holds the timer keeps the handle alive, until the timer
-/// is invalidated, removed from its last mode, fired (one-shot) or the loop's thread exits; so
-/// a scheduled timer keeps firing after you drop your handle. The closure is released exactly
-/// once, with the handle: when neither you nor a loop holds it any longer.
+/// **Lifetime.** The closure is released exactly once, at the timer's end: when it is
+/// invalidated (by you, or after a one-shot timer's callout), when its loop ends (its thread
+/// exits; the timer is then invalidated), or with the last reference to the handle, whichever
+/// comes first; a callout running then finishes first. So an object may hold its timer while
+/// the timer's closure captures the object (see ``LoopItem``). A loop that holds the timer keeps
+/// the handle alive, so a scheduled timer keeps firing after you drop your handle.
 ///
 /// **Cost.** One Swift allocation (this object) and one C allocation (the timer): the handle is
 /// the C timer's context (`rl_timer_create_held`), which a loop retains only while it holds the
@@ -47,39 +53,81 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// **Threads.** Every member may be used from any thread; the timer is `Sendable`.
 ///
 /// `@unchecked Sendable`: the C timer pointer is set once, in `init`, and every C function used
-/// on it (`rl_timer_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS); the
-/// closure is only called by the loop that fires the timer, one callout at a time (it came in
-/// `sending`, so nothing else can reach what it captured).
+/// on it is thread-safe (crunloop.h, THREADS). The closure came in `sending` and is called only
+/// by the loop that fires the timer, one callout at a time; it is released (`end()`) only when
+/// no loop holds the timer (`held` false: the core runs the release after a callout under way),
+/// and an invalid timer is never held again.
 public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
-    /// The closure, as given.
-    fileprivate let body: (LoopTimer) -> Void
+    /// The closure, as given; nil once the timer ended.
+    fileprivate var body: ((LoopTimer) -> Void)?
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
     /// that failed.
     private var created: OpaquePointer?
+    /// Whether a loop holds the timer (between the context's retain and release).
+    fileprivate let held = Atomic<Bool>(false)
+    /// Whether the closure has been released.
+    private let ended = Atomic<Bool>(false)
+    /// The loop the timer joined (one reference, `rl_retain`), 0 before it joined one.
+    private let owner = Atomic<UInt>(0)
 
     var raw: OpaquePointer { created.unsafelyUnwrapped }
+
+    /// What a loop needs to hold the timer.
+    public var itemReference: LoopItemReference { LoopItemReference(.timer(self), raw) }
 
     /// Wraps `raw`, a C timer made elsewhere (the tests), taking a new reference to it. Such a
     /// handle is not the timer's context: its own closure is never called.
     init(retaining raw: OpaquePointer) {
         rl_retain(object(raw))
-        body = { _ in }
+        body = nil
         created = raw
     }
 
     deinit {
         if let created { rl_release(object(created)) }
+        let loop = owner.load(ordering: .acquiring)
+        if loop != 0 { rl_release(UnsafeMutableRawPointer(bitPattern: loop)) }
+    }
+
+    /// The timer joined `loop` (after a successful add): remember it, to tell at the release
+    /// whether the loop ended.
+    func joined(_ loop: OpaquePointer?) {
+        let address = UInt(bitPattern: loop)
+        if owner.load(ordering: .acquiring) == address { return }
+        rl_retain(loop.map(object))
+        let old = owner.exchange(address, ordering: .acquiringAndReleasing)
+        if old != 0 { rl_release(UnsafeMutableRawPointer(bitPattern: old)) }
+    }
+
+    /// The loop let go of the timer: it was invalidated (it ends), or its loop ended (it is
+    /// invalidated and ends), or it was removed from its last mode (it stays).
+    fileprivate func leftLoop() {
+        held.store(false, ordering: .releasing)
+        if !rl_timer_is_valid(raw) {
+            end()
+        } else if rl_loop_is_dead(OpaquePointer(bitPattern: owner.load(ordering: .acquiring))) {
+            rl_timer_invalidate(raw)
+            end()
+        }
+    }
+
+    /// Releases the closure, once.
+    private func end() {
+        if ended.exchange(true, ordering: .acquiringAndReleasing) { return }
+        body = nil
     }
 
     /// A timer first due at `fireDate` (a past date fires at the next pass), repeating every
     /// `interval` when given, once otherwise. `tolerance` is how late it may fire to share a
-    /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a negative interval or
-    /// tolerance, ``LoopError/outOfMemory``. The timer is not in any loop yet.
+    /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a zero or negative
+    /// interval (leave it out for a one-shot timer) or a negative tolerance,
+    /// ``LoopError/outOfMemory``. The timer is not in any loop yet.
     public init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
+        if let interval, interval <= .zero { throw .invalidArgument }
         self.body = body
         var context = timerContext(self)
         guard
@@ -116,22 +164,27 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
             order: order, body)
     }
 
-    /// Removes the timer from every mode of its loop and stops it for good. Also from inside its
-    /// own callout. Any thread.
-    public func invalidate() { rl_timer_invalidate(raw) }
+    /// Removes the timer from every mode of its loop and ends it: its closure is released now, or
+    /// as its callout under way returns. Also from inside its own callout. Any thread.
+    public func invalidate() {
+        rl_timer_invalidate(raw)
+        // Held: the loop's release ends it (after a callout under way). Not held: end it here;
+        // an invalid timer cannot be held again.
+        if !held.load(ordering: .acquiring) { end() }
+    }
 
     /// Whether the timer can still fire (not invalidated, and a one-shot timer not yet fired).
     public var isValid: Bool { rl_timer_is_valid(raw) }
 
-    /// The next fire date. Setting it moves the timer (from inside its own callout, a date later
-    /// than the one being fired is kept instead of the next grid point); setting it on an
-    /// invalidated timer has no effect — use ``setFireDate(_:)`` to get the error.
-    public var fireDate: LoopInstant {
-        get { LoopInstant(monotonicSeconds: rl_timer_get_next_fire_date(raw)) }
-        set { _ = rl_timer_set_next_fire_date(raw, newValue.monotonicSeconds) }
-    }
+    /// The next fire date (an invalidated timer keeps its last one). Move it with
+    /// ``setFireDate(_:)``.
+    public var fireDate: LoopInstant { LoopInstant(monotonicSeconds: rl_timer_get_next_fire_date(raw)) }
 
-    /// Moves the next fire date; throws ``LoopError/invalidArgument`` for an invalidated timer.
+    /// Moves the next fire date (a past date fires at the next pass). From inside a repeating
+    /// timer's own callout, a date later than the one being fired is kept instead of the next
+    /// grid point; a one-shot timer is invalidated as its callout returns whatever date is set
+    /// there (use ``LoopTimeout`` to arm a timer again after it fired). Throws
+    /// ``LoopError/invalidArgument`` for an invalidated timer, a fired one-shot timer included.
     public func setFireDate(_ date: LoopInstant) throws(LoopError) {
         try check(rl_timer_set_next_fire_date(raw, date.monotonicSeconds))
     }
@@ -158,5 +211,46 @@ public final class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvert
     public var description: String {
         let interval = self.interval.map { " interval: \($0)," } ?? ""
         return "LoopTimer(fireDate: \(fireDate.monotonicSeconds) s,\(interval) \(isValid ? "valid" : "invalid"))"
+    }
+}
+
+extension Loop {
+    /// Makes a timer due at `fireDate` and adds it to `modes` (by default the default mode, as
+    /// Foundation's `Timer.scheduledTimer`; `.common` to fire during tracking too); see
+    /// ``LoopTimer/init(fireAt:repeatingEvery:tolerance:order:_:)-(LoopInstant,_,_,_,_)``. Any
+    /// thread.
+    ///
+    /// Throws ``LoopError/invalidArgument`` for a zero or negative interval, a negative tolerance
+    /// or an empty mode name, ``LoopError/loopEnded`` for a loop whose thread has exited,
+    /// ``LoopError/alreadyInMode`` when `modes` names a mode twice, ``LoopError/outOfMemory``.
+    /// When it throws, no timer is left in any mode.
+    @discardableResult
+    public func schedule(
+        at fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
+        tolerance: Duration = .zero, order: Int = 0, in modes: some LoopModes = LoopMode.default,
+        _ body: sending @escaping (LoopTimer) -> Void
+    ) throws(LoopError) -> LoopTimer {
+        let timer = try LoopTimer(
+            fireAt: fireDate, repeatingEvery: interval, tolerance: tolerance, order: order, body)
+        do {
+            try add(timer, in: modes)
+        } catch {
+            timer.invalidate()
+            throw error
+        }
+        return timer
+    }
+
+    /// Makes a timer due `delay` from now and adds it to `modes` (by default the default mode).
+    /// Any thread. Errors as for ``schedule(at:repeatingEvery:tolerance:order:in:_:)``.
+    @discardableResult
+    public func schedule(
+        after delay: Duration, repeatingEvery interval: Duration? = nil,
+        tolerance: Duration = .zero, order: Int = 0, in modes: some LoopModes = LoopMode.default,
+        _ body: sending @escaping (LoopTimer) -> Void
+    ) throws(LoopError) -> LoopTimer {
+        try schedule(
+            at: LoopInstant.now.advanced(by: delay), repeatingEvery: interval, tolerance: tolerance,
+            order: order, in: modes, body)
     }
 }

@@ -19,9 +19,12 @@ import Synchronization
 ///
 /// **Lifetime.** ``shutDown()``, or the last reference to the worker and to its ``executor``
 /// going (an actor pinned to the executor keeps the thread running), ends the thread after the
-/// work already submitted has run, then joins it; its loop is torn down as the thread exits (its
-/// sources removed, timers and observers let go, queued work dropped). Any thread may shut the
-/// worker down, including the worker itself (then the thread is detached instead of joined).
+/// work already submitted has run, then joins it; its loop ends as the thread exits: every item
+/// on it ends (see ``LoopItem``: closures released, cancel handlers run, descriptors of sources
+/// made with `closesOnInvalidate` closed, on the worker's thread, before the join returns) and
+/// queued work is dropped. Any thread may shut the worker down, including the worker itself
+/// (then the thread is detached instead of joined, and the items end after ``shutDown()``
+/// returns, as the thread exits).
 public final class LoopWorker: Sendable {
     /// The worker's loop, for the thread-safe operations.
     public let loop: Loop
@@ -47,12 +50,13 @@ public final class LoopWorker: Sendable {
     /// Queues `work` to run on the worker's thread after the work submitted before it, and wakes
     /// the worker. Any thread.
     ///
-    /// Throws ``LoopError/workerShutDown`` after ``shutDown()`` (its only error):
+    /// Throws ``LoopError/loopEnded`` after ``shutDown()`` (its only error), as the worker's
+    /// ``loop`` then does for ``Loop/perform(in:_:)`` and ``Loop/add(_:in:)``:
     ///
     /// ```swift
     /// do {
     ///     try worker.submit { handle(request) }
-    /// } catch LoopError.workerShutDown {
+    /// } catch LoopError.loopEnded {
     ///     // typed throws: `error` is a LoopError, and this is the only case submit throws
     ///     reject(request)
     /// } catch {
@@ -64,8 +68,9 @@ public final class LoopWorker: Sendable {
     }
 
     /// Stops the worker after the work submitted so far has run, and waits for its thread to
-    /// end (from the worker's own thread: returns at once, and the thread ends after the current
-    /// work). Later calls do nothing. Any thread.
+    /// end, which ends every item on its loop (cancel handlers run, `closesOnInvalidate`
+    /// descriptors close) before this returns. From the worker's own thread it returns at once,
+    /// and the thread ends after the current work. Later calls do nothing. Any thread.
     ///
     /// Waits pending on the worker's loop (``Loop/wait(for:on:in:)``) then throw, and
     /// iterations of its ``Loop/ticks(every:tolerance:in:)`` end; enqueueing on its
@@ -110,12 +115,12 @@ final class WorkerThread: Sendable {
         let loop = self.loop
         let handed = HandedOver(work)
         let result: Result<Void, LoopError> = state.withLock { state in
-            if state.shutDown { return .failure(.workerShutDown) }
+            if state.shutDown { return .failure(.loopEnded) }
             do throws(LoopError) {
                 try loop.perform(in: .common, handed.take())
                 return .success(())
             } catch {
-                return .failure(error == .invalidArgument ? .workerShutDown : error)
+                return .failure(error == .invalidArgument ? .loopEnded : error)
             }
         }
         try result.get()

@@ -4,9 +4,9 @@ private func signalCallout(
     _ source: OpaquePointer?, _ signal: Int32, _ count: UInt32, _ info: UnsafeMutableRawPointer?
 ) {
     guard let info else { return }
-    SignalSource.Box.callOut(info, raw: source, lending: { SignalSource(retaining: $0, signal: signal) }) {
-        handler, source in handler(source, Int(count))
-    }
+    SignalSource.Box.callOut(info, raw: source) {
+        SignalSource(retaining: $0, signal: signal, life: Unmanaged<ItemLife>.fromOpaque(info).takeUnretainedValue())
+    } _: { handler, source in handler(source, Int(count)) }
 }
 
 /// A source that a loop calls after a signal was delivered to the process, with the number of
@@ -14,7 +14,7 @@ private func signalCallout(
 ///
 /// ```swift
 /// let hangUp = try SignalSource(signal: SIGHUP) { source, count in reloadConfiguration() }
-/// try Loop.current.add(hangUp, in: .common)
+/// try Loop.current.add(hangUp, in: .default)
 /// ```
 ///
 /// Deliveries coalesce: the handler receives how many came since it last ran (at least one), as
@@ -31,29 +31,34 @@ private func signalCallout(
 /// keeps the mode from being empty.
 ///
 /// **Lifetime.** The handle owns one reference to the C source and releases it in `deinit`;
-/// every mode it is in holds one more. The closure is released exactly once, when the C source
-/// is destroyed. What the source holds (the signal's handler) goes when it is invalidated or
-/// destroyed, whichever is first.
+/// every mode it is in holds one more. The closure is released exactly once, at the source's end
+/// (see ``LoopItem``). What the source holds (the signal's handler) goes when it is invalidated
+/// or destroyed, whichever is first.
 ///
 /// **Threads.** Every member may be used from any thread; the source is `Sendable`. The handler
-/// runs on the thread of a loop running a mode that contains the source.
+/// runs on its loop's thread, one callout at a time.
 ///
 /// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
 /// used on it (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
 public final class SignalSource: LoopItem, @unchecked Sendable {
     /// The context box: the closure as given.
-    typealias Box = CalloutBox<SignalSource, @Sendable (SignalSource, Int) -> Void>
+    typealias Box = ItemBox<SignalSource, (SignalSource, Int) -> Void>
 
     let raw: OpaquePointer
+    private let life: ItemLife
     /// The signal watched.
     public let signal: Int32
 
     /// A handle lent to a callout once the creator's is gone.
-    init(retaining raw: OpaquePointer, signal: Int32) {
+    init(retaining raw: OpaquePointer, signal: Int32, life: ItemLife) {
         rl_retain(object(raw))
         self.raw = raw
         self.signal = signal
+        self.life = life
     }
+
+    /// What a loop needs to hold the source.
+    public var itemReference: LoopItemReference { LoopItemReference(.source(life), raw) }
 
     deinit { rl_release(object(raw)) }
 
@@ -66,45 +71,28 @@ public final class SignalSource: LoopItem, @unchecked Sendable {
     /// ``LoopError/outOfMemory``.
     public init(
         signal: Int32, order: Int = 0,
-        handler: @escaping @Sendable (_ source: SignalSource, _ count: Int) -> Void
+        handler: sending @escaping (_ source: SignalSource, _ count: Int) -> Void
     ) throws(LoopError) {
-        let box = Box(handler)
-        raw = try createWithContext(box) {
+        let box = Box(handler, isSource: true)
+        raw = try createItem(box) {
             rl_source_create_signal(signal, order, { signalCallout($0, $1, $2, $3) }, &$0)
         }
         self.signal = signal
+        self.life = box
         box.handle = self
-        box.raw = raw
     }
 
     /// Removes the source from every mode of every loop and stops it for good; the last source
     /// of its signal gone puts the signal's previous disposition back. Also from inside its own
     /// handler. Any thread.
-    public func invalidate() { rl_source_invalidate(raw) }
+    public func invalidate() {
+        rl_source_invalidate(raw)
+        life.end()
+    }
 
-    /// Whether the source has not been invalidated.
+    /// Whether the source has not ended.
     public var isValid: Bool { rl_source_is_valid(raw) }
 
     /// The source's order among the sources performed in a pass (lower first).
     public var order: Int { rl_source_get_order(raw) }
-}
-
-extension Loop {
-    /// Adds a signal source to `mode`. Any thread. Throws as
-    /// ``add(_:in:)-(LoopSource,_)`` does, plus ``LoopError/system(errno:)`` for an `epoll_ctl`
-    /// error.
-    public func add(_ source: SignalSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_add_source(raw, source.raw, $0) })
-    }
-
-    /// Removes a signal source from `mode` (the source keeps watching its signal: invalidate it to
-    /// stop). Throws ``LoopError/notInMode`` when it is not there.
-    public func remove(_ source: SignalSource, in mode: LoopMode) throws(LoopError) {
-        try check(mode.withCName { rl_loop_remove_source(raw, source.raw, $0) })
-    }
-
-    /// Whether a signal source is in `mode`.
-    public func contains(_ source: SignalSource, in mode: LoopMode) -> Bool {
-        mode.withCName { rl_loop_contains_source(raw, source.raw, $0) }
-    }
 }

@@ -560,6 +560,7 @@ typedef struct {
     rl_loop_t *loop;
     tt_count_t timer_count, source_count;
     atomic_int cancels, block_ran;
+    atomic_bool dead_in_cancel, alive_before_exit;
     rl_loop_t *cancel_loop;
     char cancel_mode[64];
 } teardown_t;
@@ -567,6 +568,7 @@ typedef struct {
 static void td_cancel(void *info, rl_loop_t *loop, const char *mode) {
     teardown_t *td = (teardown_t *)((char *)info - offsetof(teardown_t, source_count));
     atomic_fetch_add(&td->cancels, 1);
+    atomic_store(&td->dead_in_cancel, rl_loop_is_dead(loop));
     td->cancel_loop = loop;
     snprintf(td->cancel_mode, sizeof td->cancel_mode, "%s", mode ? mode : "(null)");
 }
@@ -585,6 +587,7 @@ static void *td_thread(void *arg) {
     if (t) { rl_loop_add_timer(td->loop, t, RL_DEFAULT_MODE); rl_release(t); }
     if (s) { rl_loop_add_source(td->loop, s, RL_DEFAULT_MODE); rl_release(s); }
     rl_loop_perform(td->loop, RL_DEFAULT_MODE, td_block, td);
+    atomic_store(&td->alive_before_exit, !rl_loop_is_dead(td->loop));
     return NULL;
 }
 
@@ -599,6 +602,12 @@ RLT_TEST(loop_torn_down_at_thread_exit_while_still_referenced) {
     RLT_CHECK_EQ(atomic_load(&td.cancels), 1);
     RLT_CHECK(td.cancel_loop == td.loop);
     TT_STREQ(td.cancel_mode, RL_DEFAULT_MODE);
+    /* rl_loop_is_dead: false while the thread ran, true in the teardown's own callouts, after */
+    RLT_CHECK(atomic_load(&td.alive_before_exit));
+    RLT_CHECK(atomic_load(&td.dead_in_cancel));
+    RLT_CHECK(rl_loop_is_dead(td.loop));
+    RLT_CHECK(rl_loop_is_dead(NULL));
+    RLT_CHECK(!rl_loop_is_dead(rl_loop_get_current()));
     RLT_CHECK_EQ(atomic_load(&td.source_count.retains), 1);
     RLT_CHECK_EQ(atomic_load(&td.source_count.releases), 1);
     RLT_CHECK_EQ(atomic_load(&td.timer_count.retains), 1);

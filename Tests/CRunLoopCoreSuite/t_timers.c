@@ -682,3 +682,48 @@ RLT_TEST(timer_removed_from_its_last_mode_while_common_does_not_fire) {
     rl_release(first);
     rl_release(c.other);
 }
+
+/* ---- the header's timeout idiom: a repeating timer with an interval never reached ---------- */
+
+static void dormant_timer(rl_timer_t *t, void *info) {
+    (void)t;
+    (*(int *)info)++;
+    rl_loop_stop(rl_loop_get_current());
+}
+
+RLT_TEST(timer_one_shot_set_date_inside_callout_is_dropped) {
+    /* what the header says of rl_timer_set_next_fire_date in a one-shot's own callout */
+    rl_loop_t *loop = rl_loop_get_current();
+    int n = 0;
+    rl_context_t c = { &n, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(rl_time_now(), 0, 0, dormant_timer, &c);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(n, 1);
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, rl_time_now()), -EINVAL);
+    rl_release(t);
+}
+
+RLT_TEST(timer_far_interval_is_a_timeout_rearmed_after_it_fired) {
+    rl_loop_t *loop = rl_loop_get_current();
+    int n = 0;
+    rl_context_t c = { &n, NULL, NULL };
+    rl_timer_t *t = rl_timer_create(rl_time_now() + 0.01, 1e15, 0, dormant_timer, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(n, 1);
+    /* fired: valid, dormant at a date never reached, and the loop does not wake for it */
+    RLT_CHECK(rl_timer_is_valid(t));
+    RLT_CHECK(rl_timer_get_next_fire_date(t) > rl_time_now() + 1e14);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.05, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(n, 1);
+    /* re-armed after it fired */
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, rl_time_now() + 0.01), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK_EQ(n, 2);
+    rl_timer_invalidate(t);
+    rl_release(t);
+}

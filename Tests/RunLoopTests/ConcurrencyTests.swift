@@ -33,7 +33,7 @@ struct ConcurrencyTests {
         worker.shutDown()
         #expect(log.all == Array(0..<100))
         #expect(onWorker.count == 100)
-        #expect(throws: LoopError.workerShutDown) { try worker.submit {} }
+        #expect(throws: LoopError.loopEnded) { try worker.submit {} }
         worker.shutDown()  // again: nothing
     }
 
@@ -63,7 +63,7 @@ struct ConcurrencyTests {
             done.increment()
         }
         #expect(eventually { done.count == 1 })
-        #expect(throws: LoopError.workerShutDown) { try worker.submit {} }
+        #expect(throws: LoopError.loopEnded) { try worker.submit {} }
     }
 
     @Test func workerDeinitShutsDown() throws {
@@ -142,14 +142,14 @@ struct ConcurrencyTests {
         }
         #expect(await eventuallyYielding { handle.description.contains("fd \(pipe.read) ") })
         task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: LoopError.cancelled) { try await task.value }
         #expect(eventually { !handle.description.contains("fd \(pipe.read) ") })
         // Cancelled before it starts: throws at once.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await handle.wait(on: pipe.read)
         }
-        await #expect(throws: CancellationError.self) { try await early.value }
+        await #expect(throws: LoopError.cancelled) { try await early.value }
     }
 
     @Test func timerTicks() async throws {
@@ -205,9 +205,9 @@ struct ConcurrencyTests {
         let task = Task { try await handle.wait(on: pipe.read) }
         #expect(await eventuallyYielding { handle.description.contains("fd \(pipe.read) ") })
         worker.shutDown()
-        await #expect(throws: LoopError.invalidArgument) { try await task.value }
+        await #expect(throws: LoopError.loopEnded) { try await task.value }
         // A wait started after the thread exited throws at once.
-        await #expect(throws: LoopError.invalidArgument) { try await handle.wait(on: pipe.read) }
+        await #expect(throws: LoopError.loopEnded) { try await handle.wait(on: pipe.read) }
     }
 
     @Test func tickIterationEndsWhenTheWorkerShutsDown() async throws {
@@ -224,7 +224,7 @@ struct ConcurrencyTests {
         worker.shutDown()
         let total = try await task.value  // ends instead of waiting forever
         #expect(total >= 2)
-        #expect(throws: LoopError.invalidArgument) { _ = try handle.ticks(every: .milliseconds(2)) }
+        #expect(throws: LoopError.loopEnded) { _ = try handle.ticks(every: .milliseconds(2)) }
     }
 
     @Test func actorKeepsItsWorkerRunningAfterTheWorkerIsDropped() async throws {

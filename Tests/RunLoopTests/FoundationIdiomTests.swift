@@ -20,7 +20,7 @@ struct FoundationIdiomTests {
         }
         #expect(eventually { nested.all == [7] })
         worker.shutDown()
-        #expect(throws: LoopError.invalidArgument) { _ = try loop.performAndWait { 0 } }
+        #expect(throws: LoopError.loopEnded) { _ = try loop.performAndWait { 0 } }
     }
 
     @Test func performAndWaitThrowsWhenTheWorkIsDroppedUnrun() throws {
@@ -32,7 +32,7 @@ struct FoundationIdiomTests {
         }
         var loop: Loop?
         #expect(eventually { loop = published.withLock { $0 }; return loop != nil })
-        #expect(throws: LoopError.invalidArgument) { _ = try loop!.performAndWait { 1 } }
+        #expect(throws: LoopError.loopEnded) { _ = try loop!.performAndWait { 1 } }
         thread.join()
     }
 
@@ -66,7 +66,7 @@ struct FoundationIdiomTests {
             let tracking: LoopMode = "com.example.tracking"
             try loop.addCommonMode(tracking)
             let fires = Log<LoopMode>()
-            let timer = try loop.schedule(after: .milliseconds(1), repeatingEvery: .milliseconds(1)) { _ in
+            let timer = try loop.schedule(after: .milliseconds(1), repeatingEvery: .milliseconds(1), in: .common) { _ in
                 fires.append(Loop.current.currentMode!)
             }
             #expect(try runUntil(loop, mode: tracking) { fires.all.count >= 2 })

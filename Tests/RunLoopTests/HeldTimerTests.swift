@@ -46,7 +46,8 @@ struct HeldTimerTests {
             // Invalidated from outside while the handle is held.
             var timer: LoopTimer? = try loop.schedule(after: .seconds(3600)) { [t = Tracked(deinits)] _ in t.touch() }
             timer!.invalidate()
-            #expect(deinits.count == 1, "the handle holds the closure")
+            #expect(deinits.count == 2, "invalidating released the closure, though the handle is held")
+            #expect(timer!.isValid == false)
             timer = nil
             #expect(deinits.count == 2)
         }
@@ -65,10 +66,10 @@ struct HeldTimerTests {
                 try loop.add(timer, in: "other")
                 try loop.add(timer, in: .common)
             }
-            try loop.remove(weakTimer!, in: .default)
-            try loop.remove(weakTimer!, in: "other")
+            try loop.remove(weakTimer!, from: .default)
+            try loop.remove(weakTimer!, from: "other")
             #expect(deinits.count == 0, "still in the common modes")
-            try loop.remove(weakTimer!, in: .common)
+            try loop.remove(weakTimer!, from: .common)
             #expect(weakTimer == nil)
             #expect(deinits.count == 1)
         }

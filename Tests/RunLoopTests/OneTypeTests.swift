@@ -35,18 +35,4 @@ struct OneTypeTests {
         #expect(eventually { performed.count == 1 })
     }
 
-    @Test @available(*, deprecated) func loopHandleIsADeprecatedNameOfLoop() async throws {
-        try await onNewThread {
-            let loop = Loop.current
-            let handle: LoopHandle = loop.handle
-            #expect(handle === loop)
-            #expect(handle.loop === loop)
-            let ran = Counter()
-            try handle.perform { ran.increment() }
-            let keepAlive = try loop.addKeepAlive()
-            defer { keepAlive.invalidate() }
-            try handle.loop.run(mode: .default, for: .zero)
-            #expect(ran.count == 1)
-        }
-    }
 }

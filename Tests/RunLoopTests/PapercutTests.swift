@@ -25,22 +25,45 @@ struct PapercutTests {
         #expect(asked.count == 1)
     }
 
-    @Test func everyModeParameterDefaultsToTheCommonModes() async throws {
+    @Test func everyModeParameterDefaultsToTheDefaultModeAsInFoundation() async throws {
+        // Issue 20, finding 5: a plain perform or timer waits while the loop tracks (a common
+        // mode other than the default), as Foundation's do, and runs once it is back.
         try await onNewThread {
             let loop = Loop.current
             let tracking: LoopMode = "com.example.tracking"
             try loop.addCommonMode(tracking)
+            let keepTracking = try loop.addKeepAlive(in: tracking)
             let fired = Counter()
             let timer = try loop.schedule(after: .zero) { _ in fired.increment() }
-            #expect(loop.contains(timer, in: tracking))
-            #expect(try runUntil(loop, mode: tracking) { fired.count == 1 })
+            #expect(loop.contains(timer, in: .default))
+            #expect(!loop.contains(timer, in: tracking))
             let keepAlive = try loop.addKeepAlive()
-            #expect(loop.contains(keepAlive, in: tracking))
+            #expect(loop.contains(keepAlive, in: .default))
+            #expect(!loop.contains(keepAlive, in: tracking))
             let ran = Counter()
             try loop.perform { ran.increment() }
-            try loop.run(mode: tracking, for: .zero)
+            let observed = Counter()
+            try loop.observe(.beforeTimers) { _, _ in observed.increment() }
+            try loop.run(mode: tracking, for: .milliseconds(20))
+            #expect(ran.count == 0, "deferred until tracking ends")
+            #expect(fired.count == 0)
+            #expect(observed.count == 0)
+            try loop.run(mode: .default, for: .milliseconds(20))
             #expect(ran.count == 1)
+            #expect(fired.count == 1)
+            #expect(observed.count > 0)
+            // .common says so, and `in:` takes one mode, a list or a name, at every call.
+            let common = try loop.schedule(after: .seconds(3600), in: .common) { _ in }
+            #expect(loop.contains(common, in: tracking))
+            let listed = try loop.schedule(after: .seconds(3600), in: [.default, tracking]) { _ in }
+            #expect(loop.contains(listed, in: [.default, tracking]))
+            let named = try loop.schedule(after: .seconds(3600), in: "com.example.other") { _ in }
+            #expect(loop.contains(named, in: LoopMode("com.example.other")))
+            try loop.perform(in: .default) {}
+            try loop.perform(in: [.default, tracking]) {}
+            for item in [common, listed, named] { item.invalidate() }
             keepAlive.invalidate()
+            keepTracking.invalidate()
         }
     }
 
@@ -72,26 +95,6 @@ struct PapercutTests {
         #expect(eventually { performed.count == 1 })
     }
 
-    @Test @available(*, deprecated) func deprecatedSpellingsStillWork() async throws {
-        try await onNewThread {
-            let loop = Loop.current
-            let timer = try LoopTimer(after: .seconds(3600)) { _ in }
-            try loop.add(timer, forMode: .default)
-            #expect(loop.contains(timer, inMode: .default))
-            try loop.remove(timer, forMode: .default)
-            #expect(!loop.contains(timer, inMode: .default))
-            let source = LoopSource { _ in }
-            try loop.add(source, forMode: .default)
-            source.signal()
-            #expect(source.isSignalled)
-            #expect(loop.contains(source, inMode: .default))
-            try loop.remove(source, forMode: .default)
-            let observer = try LoopObserver(activities: .entry) { _, _ in }
-            try loop.add(observer, forMode: .default)
-            #expect(loop.contains(observer, inMode: .default))
-            try loop.remove(observer, forMode: .default)
-        }
-    }
 }
 
 /// Counts, when released, whether `Loop.current` answered without trapping.

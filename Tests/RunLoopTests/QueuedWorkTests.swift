@@ -105,10 +105,10 @@ struct QueuedWorkTests {
         #expect(ran.count == 0)
         #expect(deinits.count == queued)
         // Work queued after the thread exited is refused, and its closure released at once.
-        #expect(throws: LoopError.invalidArgument) {
+        #expect(throws: LoopError.loopEnded) {
             try handle.perform { [t = Tracked(deinits)] in t.touch(); ran.increment() }
         }
-        #expect(throws: LoopError.invalidArgument) {
+        #expect(throws: LoopError.loopEnded) {
             try handle.perform { [t = Tracked(deinits)] in t.touch(); ran.increment() }
         }
         #expect(ran.count == 0)

@@ -279,6 +279,13 @@ RL_API rl_loop_t *rl_loop_get_current(void);
 RL_API rl_loop_t *rl_loop_get_main(void);
 /* True when loop is the calling thread's loop. Lock-free. */
 RL_API bool rl_loop_is_current(rl_loop_t *loop);
+/* True when loop is dead (see DESCRIPTION): its thread has exited and its teardown has begun, or
+ * it belongs to a thread that does not exist in this child of fork. A dead loop takes no new
+ * item and never runs again; whatever it held, it has let go or is letting go (a release or
+ * cancel callout run by the teardown already sees it dead). True for NULL. Lock-free, any
+ * thread, never allocates: an addition beyond CF, for wrappers that must tell "removed from its
+ * last mode" from "its loop ended" in a release callout. */
+RL_API bool rl_loop_is_dead(rl_loop_t *loop);
 
 /* Run the current thread's loop in RL_DEFAULT_MODE until it is stopped or its mode is empty:
  * repeats rl_run_in_mode(RL_DEFAULT_MODE, forever) until that returns RL_RUN_STOPPED or
@@ -765,8 +772,14 @@ RL_API void rl_timer_invalidate(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
 /* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
- * and a repeating timer's grid restarts there). Also from inside the timer's own callout, where
- * a date later than the one being fired is kept instead of the next grid point. */
+ * and a repeating timer's grid restarts there). Also from inside a repeating timer's own
+ * callout, where a date later than the one being fired is kept instead of the next grid point.
+ * A one-shot timer is invalidated as its callout returns whatever date the callout set (the call
+ * returns 0 there, and the date is dropped), as in CF: it cannot be re-armed once it has fired.
+ * Returns -EINVAL for an invalidated timer (a fired one-shot timer included), or a NaN or
+ * negative date. An idle timeout that must survive its firing is a repeating timer whose
+ * interval is never reached (say 1e15 s): its callout leaves it at that far date, dormant, and
+ * this call re-arms it before or after it fired (the Swift layer's LoopTimeout is this). */
 RL_API int rl_timer_set_next_fire_date(rl_timer_t *timer, double fire_date);
 RL_API double rl_timer_get_interval(rl_timer_t *timer);
 RL_API bool rl_timer_does_repeat(rl_timer_t *timer);
