@@ -28,6 +28,7 @@ trap 'exit 1' TERM INT   # timeout(1) stopping us: the EXIT trap kills the serve
 
 # start IDLE -> sets pid and port
 start() {
+    : >"$tmp/out"   # the redirection below happens in the child, maybe after the loop reads
     "$server" --idle "$1" 0 >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     port=
