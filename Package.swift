@@ -84,6 +84,7 @@ let package = Package(
         .executableTarget(name: "example-03-defer-until-tracking-ends", dependencies: ["RunLoop"], path: "examples/swift/03-defer-until-tracking-ends"),
         .executableTarget(name: "example-06-stall-detection", dependencies: ["RunLoop"], path: "examples/swift/06-stall-detection"),
         .executableTarget(name: "example-08-main-queue-servicing", dependencies: ["RunLoop"], path: "examples/swift/08-main-queue-servicing"),
+        .executableTarget(name: "example-10-http-server", dependencies: ["RunLoop"], path: "examples/swift/10-http-server"),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .c11

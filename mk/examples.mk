@@ -9,6 +9,10 @@
 # A Swift example is a folder, examples/swift/NAME/ (main.swift), declared in Package.swift as the
 # executable target example-NAME. Each example prints what it shows and exits non-zero when one
 # of its checks fails; `make examples` runs every one and fails on the first that fails.
+# An example that is a server, not a self-checking program, has a driver script beside it:
+# examples/c/NAME.sh or examples/swift/NAME.sh, run with the binary's path instead of the binary
+# (examples/c/10-http-server.sh starts the HTTP server, checks it with curl, a raw client and
+# wrk, and stops it with SIGTERM).
 
 EXAMPLE ?=
 EXAMPLE_TIMEOUT ?= 120
@@ -26,7 +30,8 @@ examples: examples-c examples-swift
 examples-c: $(EXAMPLES_C_BIN)
 	@set -e; for bin in $(EXAMPLES_C_BIN); do \
 	    echo "examples: $$bin"; \
-	    timeout $(EXAMPLE_TIMEOUT) $$bin || { echo "examples: $$bin failed ($$?)"; exit 1; }; \
+	    driver=examples/c/$$(basename $$bin).sh; [ -f $$driver ] || driver=; \
+	    timeout $(EXAMPLE_TIMEOUT) $${driver:+bash $$driver} $$bin || { echo "examples: $$bin failed ($$?)"; exit 1; }; \
 	done
 
 # Without CC: `make examples CC=gcc` (as make test runs it) exports CC, and SwiftPM would then
@@ -36,6 +41,7 @@ ifneq ($(EXAMPLES_SWIFT),)
 	env -u CC $(SWIFT) build $(SWIFT_WFLAGS)
 	@set -e; bin=$$(env -u CC $(SWIFT) build --show-bin-path); for e in $(EXAMPLES_SWIFT); do \
 	    echo "examples: example-$$e"; \
-	    timeout $(EXAMPLE_TIMEOUT) "$$bin/example-$$e" || { echo "examples: example-$$e failed ($$?)"; exit 1; }; \
+	    driver=examples/swift/$$e.sh; [ -f $$driver ] || driver=; \
+	    timeout $(EXAMPLE_TIMEOUT) $${driver:+bash $$driver} "$$bin/example-$$e" || { echo "examples: example-$$e failed ($$?)"; exit 1; }; \
 	done
 endif

@@ -1,0 +1,494 @@
+/* 10-http-server.c - an HTTP/1.1 keep-alive server with per-connection idle timeouts, on the
+ * C API (issue 20).
+ *
+ *   10-http-server [--idle SECONDS] [PORT]      (PORT 0 or none: an ephemeral port)
+ *
+ * Pattern: the single-threaded server of every event loop's tutorial, done the run-loop way.
+ * One thread, one loop (rl_run), and per connection one fd source and one one-shot timer:
+ *   - the listening socket (127.0.0.1, nonblocking, SO_REUSEADDR) is an fd source that accepts
+ *     (accept4) until EAGAIN; it prints `listening on PORT` once it listens;
+ *   - a connection is a struct (its fd, its source, its idle timer, an input buffer and the output
+ *     not yet written); requests are parsed minimally: the headers end at \r\n\r\n, GET gets a
+ *     small fixed 200 response with Content-Length, kept alive unless the request says
+ *     `Connection: close` (or is HTTP/1.0 without keep-alive); any other method gets a 405 and the
+ *     connection closes after it. Pipelined requests are answered in order;
+ *   - the idle timer is re-armed (rl_timer_set_next_fire_date(timer, rl_time_now() + idle)) at
+ *     each batch of requests read, and when a stalled write makes progress; when it fires the
+ *     connection closes;
+ *   - backpressure: when send() says EAGAIN the rest is kept, the source's events become
+ *     RL_FD_WRITABLE only (rl_source_set_fd_events), so nothing more is read until the output is
+ *     flushed; then the requests already buffered are answered and reading resumes;
+ *   - SIGTERM and SIGINT are signal sources (rl_source_create_signal): they close every
+ *     connection and the listener and stop the loop; the program prints its counters and exits 0.
+ *
+ * Ownership: a connection is reference counted by the contexts of its source and its timer
+ * (their retain and release), so it lives as long as either object does, including through a
+ * callout that closes it (the loop holds the item for the whole callout). Closing invalidates
+ * both items (the source before the fd is closed, as the header asks), drops the references the
+ * connection held on them, and marks the connection closed, so a callout that was already due in
+ * the same pass finds it closed and returns.
+ *
+ * benchmarks/http builds this same file with -O2 for the HTTP row of benchmarks/run, and
+ * examples/c/10-http-server.sh (run by `make examples`) checks it: curl, keep-alive, the idle
+ * close, pipelining, backpressure, a brief wrk run, SIGTERM.
+ */
+#include <crunloop.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define NAME "10-http-server"
+
+enum { IN_CAP = 8192, OUT_HIGH = 64 * 1024 };
+
+static const char RESPONSE_KEEP[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
+    "Connection: keep-alive\r\n\r\nHello, world\n";
+static const char RESPONSE_CLOSE[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
+    "Connection: close\r\n\r\nHello, world\n";
+static const char RESPONSE_405[] =
+    "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Length: 0\r\n"
+    "Connection: close\r\n\r\n";
+static const char RESPONSE_431[] =
+    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+    "Connection: close\r\n\r\n";
+
+struct server;
+
+struct conn {
+    int refs;                 /* one per context holding it (source, timer) + the creator's */
+    bool closed;              /* closed: callouts due in the same pass return at once */
+    bool stalled;             /* output pending: waiting for RL_FD_WRITABLE, not reading */
+    bool close_after_flush;   /* Connection: close, or an error response */
+    int fd;
+    rl_source_t *source;      /* our references, dropped when the connection closes */
+    rl_timer_t *timer;
+    struct server *srv;
+    struct conn *prev, *next; /* the server's list of open connections */
+    size_t in_len;
+    char *out;
+    size_t out_len, out_off, out_cap;
+    char in[IN_CAP];
+};
+
+struct server {
+    rl_loop_t *loop;
+    int lfd;
+    rl_source_t *listener;
+    rl_source_t *sigterm, *sigint;
+    double idle;
+    bool accept_paused;       /* out of fds: the listener waits for a connection to close */
+    struct conn *conns;
+    unsigned long accepted, requests, idle_closes, stalls, open;
+};
+
+/* ---- Connections --------------------------------------------------------------------------- */
+
+static const void *conn_retain(const void *info) {
+    ((struct conn *)info)->refs++;
+    return info;
+}
+
+static void conn_release(const void *info) {
+    struct conn *c = (struct conn *)info;
+    if (--c->refs == 0) {
+        free(c->out);
+        free(c);
+    }
+}
+
+static void conn_close(struct conn *c) {
+    if (c->closed) return;
+    c->closed = true;
+    struct server *s = c->srv;
+    if (c->prev) c->prev->next = c->next; else s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    s->open--;
+    /* The source leaves the loop before its fd is closed (FILE DESCRIPTORS CLOSED TOO EARLY). */
+    rl_timer_invalidate(c->timer);
+    rl_source_invalidate(c->source);
+    if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
+    rl_timer_t *t = c->timer;
+    rl_source_t *src = c->source;
+    c->timer = NULL;
+    c->source = NULL;
+    rl_release(t);       /* each may free c (through conn_release) once the loop lets go too */
+    rl_release(src);
+    if (s->accept_paused && s->listener) {
+        int err = rl_source_set_fd_events(s->listener, RL_FD_READABLE);
+        if (err == 0) s->accept_paused = false;
+        else fprintf(stderr, NAME ": resuming accept: %s\n", strerror(-err));
+    }
+}
+
+/* A peer that resets or goes away is a normal close; anything else is worth a line. */
+static void conn_fail(struct conn *c, const char *what, int err) {
+    if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != ENOTCONN)
+        fprintf(stderr, NAME ": %s on fd %d: %s\n", what, c->fd, strerror(err));
+    conn_close(c);
+}
+
+static bool out_append(struct conn *c, const char *data, size_t len) {
+    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
+    if (c->out_len + len > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 1024;
+        while (cap < c->out_len + len) cap *= 2;
+        char *p = realloc(c->out, cap);
+        if (!p) return false;
+        c->out = p;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    return true;
+}
+
+/* Does the header block [h, h+len) ask to close? `Connection: close`, or HTTP/1.0 without
+ * `Connection: keep-alive`. */
+static bool wants_close(const char *h, size_t len) {
+    const char *eol = memchr(h, '\n', len);
+    bool http10 = eol && eol - h >= 9 && memcmp(eol - 9, "HTTP/1.0\r", 9) == 0;
+    bool close_ = false, keep = false;
+    for (const char *p = eol ? eol + 1 : h + len; p < h + len;) {
+        const char *e = memchr(p, '\n', (size_t)(h + len - p));
+        if (!e) break;
+        size_t n = (size_t)(e - p);
+        if (n > 11 && strncasecmp(p, "connection:", 11) == 0) {
+            char v[64];
+            size_t vn = n - 11 < sizeof v - 1 ? n - 11 : sizeof v - 1;
+            memcpy(v, p + 11, vn);
+            v[vn] = 0;
+            if (strcasestr(v, "close")) close_ = true;
+            if (strcasestr(v, "keep-alive")) keep = true;
+        }
+        p = e + 1;
+    }
+    return close_ || (http10 && !keep);
+}
+
+/* Answer the complete requests in the input buffer (up to OUT_HIGH bytes of output). Returns
+ * false when out of memory (the connection is closed). */
+static bool answer_requests(struct conn *c) {
+    size_t off = 0;
+    unsigned n = 0;
+    while (!c->close_after_flush && c->out_len - c->out_off < OUT_HIGH) {
+        const char *req = c->in + off;
+        const char *end = memmem(req, c->in_len - off, "\r\n\r\n", 4);
+        if (!end) break;
+        size_t len = (size_t)(end - req) + 4;
+        const char *resp;
+        size_t rlen;
+        if (len >= 4 && memcmp(req, "GET ", 4) == 0) {
+            if (wants_close(req, len)) {
+                c->close_after_flush = true;
+                resp = RESPONSE_CLOSE, rlen = sizeof RESPONSE_CLOSE - 1;
+            } else {
+                resp = RESPONSE_KEEP, rlen = sizeof RESPONSE_KEEP - 1;
+            }
+        } else {
+            c->close_after_flush = true;
+            resp = RESPONSE_405, rlen = sizeof RESPONSE_405 - 1;
+        }
+        if (!out_append(c, resp, rlen)) {
+            fprintf(stderr, NAME ": out of memory for a response\n");
+            conn_close(c);
+            return false;
+        }
+        off += len;
+        n++;
+    }
+    if (off) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    if (n) {
+        c->srv->requests += n;
+        int err = rl_timer_set_next_fire_date(c->timer, rl_time_now() + c->srv->idle);
+        if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
+    }
+    /* A full buffer with no complete request in it: headers too large. */
+    if (!c->close_after_flush && c->in_len == IN_CAP) {
+        c->close_after_flush = true;
+        if (!out_append(c, RESPONSE_431, sizeof RESPONSE_431 - 1)) {
+            conn_close(c);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Write what is pending. On EAGAIN, stall: wait for RL_FD_WRITABLE only. Returns true when
+ * everything was written and the connection is open. */
+static bool flush(struct conn *c) {
+    bool progressed = false;
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            progressed = true;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (c->stalled) {
+                if (progressed) {   /* a slow reader that reads is not idle */
+                    int err = rl_timer_set_next_fire_date(c->timer, rl_time_now() + c->srv->idle);
+                    if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
+                }
+                return false;
+            }
+            int err = rl_source_set_fd_events(c->source, RL_FD_WRITABLE);
+            if (err) {
+                conn_fail(c, "rl_source_set_fd_events", -err);
+                return false;
+            }
+            c->stalled = true;
+            c->srv->stalls++;
+            return false;
+        }
+        conn_fail(c, "send", n < 0 ? errno : EPIPE);
+        return false;
+    }
+    c->out_off = c->out_len = 0;
+    if (c->close_after_flush) {
+        conn_close(c);
+        return false;
+    }
+    if (c->stalled) {
+        int err = rl_source_set_fd_events(c->source, RL_FD_READABLE);
+        if (err) {
+            conn_fail(c, "rl_source_set_fd_events", -err);
+            return false;
+        }
+        c->stalled = false;
+    }
+    return true;
+}
+
+/* Answer and write until the buffered requests are done or the output stalls. */
+static void pump(struct conn *c) {
+    for (;;) {
+        if (!answer_requests(c)) return;
+        if (c->out_len == c->out_off) return;   /* nothing to write: wait for input */
+        if (!flush(c)) return;                  /* closed or stalled */
+    }
+}
+
+static void on_conn_io(rl_source_t *source, int fd, unsigned events, void *info) {
+    (void)source;
+    (void)events;
+    struct conn *c = info;
+    if (c->closed) return;
+    if (c->stalled) {   /* RL_FD_WRITABLE (or RL_FD_ERROR, which the send reports) */
+        if (flush(c)) pump(c);
+        return;
+    }
+    /* Level-triggered: one read per callout; more data calls again. */
+    for (;;) {
+        ssize_t n = read(fd, c->in + c->in_len, IN_CAP - c->in_len);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            pump(c);
+            return;
+        }
+        if (n == 0) {   /* the peer closed */
+            conn_close(c);
+            return;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        conn_fail(c, "read", errno);
+        return;
+    }
+}
+
+static void on_idle(rl_timer_t *timer, void *info) {
+    (void)timer;
+    struct conn *c = info;
+    if (c->closed) return;
+    c->srv->idle_closes++;
+    conn_close(c);
+}
+
+static void conn_open(struct server *s, int fd) {
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        fprintf(stderr, NAME ": TCP_NODELAY: %s\n", strerror(errno));
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, NAME ": out of memory for a connection\n");
+        close(fd);
+        return;
+    }
+    c->refs = 1;   /* ours, until both items hold it */
+    c->fd = fd;
+    c->srv = s;
+    rl_context_t ctx = { .info = c, .retain = conn_retain, .release = conn_release };
+    c->source = rl_source_create_fd(fd, RL_FD_READABLE, 0, on_conn_io, &ctx);
+    if (!c->source) {
+        fprintf(stderr, NAME ": rl_source_create_fd: %s\n", strerror(errno));
+        goto fail;
+    }
+    c->timer = rl_timer_create(rl_time_now() + s->idle, 0, 0, on_idle, &ctx);
+    if (!c->timer) {
+        fprintf(stderr, NAME ": rl_timer_create: %s\n", strerror(errno));
+        goto fail;
+    }
+    int err = rl_loop_add_timer(s->loop, c->timer, RL_DEFAULT_MODE);
+    if (!err) err = rl_loop_add_source(s->loop, c->source, RL_DEFAULT_MODE);
+    if (err) {
+        fprintf(stderr, NAME ": adding a connection: %s\n", strerror(-err));
+        goto fail;
+    }
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->open++;
+    s->accepted++;
+    conn_release(c);
+    return;
+fail:
+    if (c->timer) { rl_timer_invalidate(c->timer); rl_release(c->timer); }
+    if (c->source) { rl_source_invalidate(c->source); rl_release(c->source); }
+    close(fd);
+    conn_release(c);
+}
+
+/* ---- The listener and shutdown ------------------------------------------------------------ */
+
+static void on_accept(rl_source_t *source, int lfd, unsigned events, void *info) {
+    (void)events;
+    struct server *s = info;
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            conn_open(s, fd);
+            continue;
+        }
+        switch (errno) {
+        case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+        case EWOULDBLOCK:
+#endif
+            return;
+        case EINTR: case ECONNABORTED: case EPROTO:
+            continue;
+        case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM: {
+            /* Level-triggered: stop watching the listener until a connection closes. */
+            fprintf(stderr, NAME ": accept4: %s (pausing accept)\n", strerror(errno));
+            int err = rl_source_set_fd_events(source, 0);
+            if (err) fprintf(stderr, NAME ": pausing accept: %s\n", strerror(-err));
+            else s->accept_paused = true;
+            return;
+        }
+        default:
+            fprintf(stderr, NAME ": accept4: %s\n", strerror(errno));
+            return;
+        }
+    }
+}
+
+static void on_signal(rl_source_t *source, int signo, unsigned count, void *info) {
+    (void)source;
+    (void)count;
+    struct server *s = info;
+    printf("%s: shutting down\n", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    while (s->conns) conn_close(s->conns);
+    rl_source_invalidate(s->listener);
+    if (close(s->lfd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
+    s->lfd = -1;
+    rl_source_invalidate(s->sigterm);
+    rl_source_invalidate(s->sigint);
+    rl_loop_stop(s->loop);
+}
+
+static int listen_on(int port, int *bound) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t alen = sizeof a;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    *bound = ntohs(a.sin_port);
+    return fd;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: " NAME " [--idle SECONDS] [PORT]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    struct server s = { .idle = 5, .lfd = -1 };
+    int port = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
+            s.idle = strtod(argv[++i], &end);
+            if (*end || !(s.idle > 0) || !isfinite(s.idle)) usage();
+        } else {
+            long p = strtol(argv[i], &end, 10);
+            if (*end || p < 0 || p > 65535) usage();
+            port = (int)p;
+        }
+    }
+    s.loop = rl_loop_get_current();
+    if (!s.loop) {
+        fprintf(stderr, NAME ": rl_loop_get_current: %s\n", strerror(errno));
+        return 1;
+    }
+    int bound = 0;
+    s.lfd = listen_on(port, &bound);
+    if (s.lfd < 0) {
+        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", port, strerror(-s.lfd));
+        return 1;
+    }
+    rl_context_t ctx = { .info = &s };
+    s.listener = rl_source_create_fd(s.lfd, RL_FD_READABLE, 0, on_accept, &ctx);
+    s.sigterm = rl_source_create_signal(SIGTERM, 0, on_signal, &ctx);
+    s.sigint = rl_source_create_signal(SIGINT, 0, on_signal, &ctx);
+    if (!s.listener || !s.sigterm || !s.sigint) {
+        fprintf(stderr, NAME ": creating the sources: %s\n", strerror(errno));
+        return 1;
+    }
+    int err = rl_loop_add_source(s.loop, s.listener, RL_DEFAULT_MODE);
+    if (!err) err = rl_loop_add_source(s.loop, s.sigterm, RL_DEFAULT_MODE);
+    if (!err) err = rl_loop_add_source(s.loop, s.sigint, RL_DEFAULT_MODE);
+    if (err) {
+        fprintf(stderr, NAME ": adding the sources: %s\n", strerror(-err));
+        return 1;
+    }
+    printf("listening on %d\n", bound);
+    fflush(stdout);
+
+    int r = rl_run();
+    if (r < 0) {
+        fprintf(stderr, NAME ": rl_run: %s\n", strerror(-r));
+        return 1;
+    }
+    rl_release(s.listener);
+    rl_release(s.sigterm);
+    rl_release(s.sigint);
+    printf("served %lu requests on %lu connections; %lu closed idle; %lu backpressure stalls; "
+           "%lu left open\n", s.requests, s.accepted, s.idle_closes, s.stalls, s.open);
+    return s.open == 0 ? 0 : 1;
+}
