@@ -25,6 +25,12 @@ final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Takes the lock (a pthread_atfork prepare handler; pair with `unlockAfterFork`).
+    func lockForFork() { pthread_mutex_lock(mutex) }
+
+    /// Gives the lock back in the parent and in the child of fork (the forking thread took it).
+    func unlockAfterFork() { pthread_mutex_unlock(mutex) }
+
     /// Runs `body` with the lock held.
     @inline(__always)
     func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {

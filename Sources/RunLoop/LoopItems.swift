@@ -195,20 +195,43 @@ extension Loop {
         return all
     }
 
+    /// Adds to one mode, after claiming the item for this loop (the one-loop rule: an item
+    /// belongs to the first loop it joins, for life). A claim this call made is given back when
+    /// the add fails and leaves the item in no mode of the loop, so that a failed first add (a dead
+    /// loop, an empty mode name) claims nothing.
     private func addItem(_ reference: LoopItemReference, _ mode: UnsafePointer<CChar>) -> Int32 {
+        let (claimed, fresh) = claim(reference)
+        guard claimed else { return isValidInC(reference) ? -EBUSY : -EINVAL }
+        let code: Int32
         switch reference.kind {
-        case .timer(let timer):
-            return timer._withUnsafeGuaranteedRef { timer in
-                timer.joining(raw)
-                let code = rl_loop_add_timer(raw, reference.raw, mode)
-                if code == -EBUSY { timer.joinFailed(raw) }
-                return code
-            }
-        case .source(let life):
-            guard life._withUnsafeGuaranteedRef({ $0.claim(raw) }) else { return rl_source_is_valid(reference.raw) ? -EBUSY : -EINVAL }
-            return rl_loop_add_source(raw, reference.raw, mode)
-        case .observer:
-            return rl_loop_add_observer(raw, reference.raw, mode)
+        case .timer: code = rl_loop_add_timer(raw, reference.raw, mode)
+        case .source: code = rl_loop_add_source(raw, reference.raw, mode)
+        case .observer: code = rl_loop_add_observer(raw, reference.raw, mode)
+        }
+        if code != 0 && fresh && !isInAnyMode(reference) { unclaim(reference) }
+        return code
+    }
+
+    /// Claims the item for this loop: (claimed: it is this loop's now, fresh: by this call).
+    private func claim(_ reference: LoopItemReference) -> (Bool, Bool) {
+        switch reference.kind {
+        case .timer(let timer): return timer._withUnsafeGuaranteedRef { $0.claim(raw) }
+        case .source(let life), .observer(let life): return life._withUnsafeGuaranteedRef { $0.claim(raw) }
+        }
+    }
+
+    private func unclaim(_ reference: LoopItemReference) {
+        switch reference.kind {
+        case .timer(let timer): timer._withUnsafeGuaranteedRef { $0.unclaim(raw) }
+        case .source(let life), .observer(let life): life._withUnsafeGuaranteedRef { $0.unclaim(raw) }
+        }
+    }
+
+    private func isValidInC(_ reference: LoopItemReference) -> Bool {
+        switch reference.kind {
+        case .timer: return rl_timer_is_valid(reference.raw)
+        case .source: return rl_source_is_valid(reference.raw)
+        case .observer: return rl_observer_is_valid(reference.raw)
         }
     }
 
@@ -228,8 +251,12 @@ extension Loop {
         }
     }
 
+    /// Whether the item is in a mode of this loop, or in its common set (an item added to
+    /// ``LoopMode/common`` and removed from each common mode by name stays there, and joins the
+    /// modes made common later).
     private func isInAnyMode(_ reference: LoopItemReference) -> Bool {
-        allModes.contains { mode in mode.withCName { containsItem(reference, $0) } }
+        containsItem(reference, RL_COMMON_MODES)
+            || allModes.contains { mode in mode.withCName { containsItem(reference, $0) } }
     }
 
     /// Adds a source that is never signalled to `modes` (by default the default mode), so that a
@@ -293,12 +320,18 @@ class ItemLife: @unchecked Sendable {
     /// Releases the item's closures (the subclass holds them).
     func releaseBody() {}
 
-    /// Claims the item for the loop at `loop` (the one-loop rule); false when another has it.
-    final func claim(_ loop: OpaquePointer?) -> Bool {
+    /// Claims the item for the loop at `loop` (the one-loop rule): (whether it is that loop's,
+    /// whether this call claimed it).
+    final func claim(_ loop: OpaquePointer?) -> (Bool, Bool) {
         let address = UInt(bitPattern: loop)
         let (exchanged, current) = owner.compareExchange(
             expected: 0, desired: address, ordering: .acquiringAndReleasing)
-        return exchanged || current == address
+        return (exchanged || current == address, exchanged)
+    }
+
+    /// Gives back a claim that a failed first add made.
+    final func unclaim(_ loop: OpaquePointer?) {
+        _ = owner.compareExchange(expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
     }
 
     /// Marks the item as one to end when `loop` ends (after a successful add).
@@ -455,7 +488,16 @@ enum ItemRegistry {
         var items: [ObjectIdentifier: ItemLife] = [:]
     }
 
-    private static let loops = Locked<[UInt: Entry]>([:])
+    /// The entries, guarded by a lock that fork leaves usable: taken around fork (as the core
+    /// takes its own locks), so that a child never finds it held by a thread it does not have.
+    private static let loops: Locked<[UInt: Entry]> = {
+        let loops = Locked<[UInt: Entry]>([:])
+        pthread_atfork(
+            { ItemRegistry.loops.lockForFork() },
+            { ItemRegistry.loops.unlockAfterFork() },
+            { ItemRegistry.loops.unlockAfterFork() })
+        return loops
+    }()
     private static let watchMode = "com.crunloop.RunLoop.items"
 
     /// Registers `item` for the loop at `loop`; false when that loop has already ended (then

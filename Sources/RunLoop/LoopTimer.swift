@@ -16,7 +16,7 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
         retain: { info in
             guard let info else { return nil }
             let timer = Unmanaged<LoopTimer>.fromOpaque(info).retain()
-            timer._withUnsafeGuaranteedRef { $0.held.store(true, ordering: .releasing) }
+            timer._withUnsafeGuaranteedRef { _ = $0.held.wrappingAdd(1, ordering: .releasing) }
             return info
         },
         release: { info in
@@ -55,7 +55,7 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// `@unchecked Sendable`: the C timer pointer is set once, in `init`, and every C function used
 /// on it is thread-safe (crunloop.h, THREADS). The closure came in `sending` and is called only
 /// by the loop that fires the timer, one callout at a time; it is released (`end()`) only when
-/// no loop holds the timer (`held` false: the core runs the release after a callout under way),
+/// no loop holds the timer (`held` zero: the core runs the release after a callout under way),
 /// and an invalid timer is never held again.
 public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// The closure, as given; nil once the timer ended.
@@ -63,11 +63,13 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
     /// that failed.
     private var created: OpaquePointer?
-    /// Whether a loop holds the timer (between the context's retain and release).
-    fileprivate let held = Atomic<Bool>(false)
+    /// How many holds of a loop are outstanding: the context's retains less its releases. A
+    /// count, not a flag: the release of one hold may run after the retain of the next (the
+    /// timer removed on one thread, added back on another).
+    fileprivate let held = Atomic<Int>(0)
     /// Whether the closure has been released.
     private let ended = Atomic<Bool>(false)
-    /// The loop the timer joined (see `joining`), 0 before it joined one or when unknown.
+    /// The loop the timer belongs to (see `claim`), 0 before its first add.
     private let owner = Atomic<UInt>(0)
 
     var raw: OpaquePointer { created.unsafelyUnwrapped }
@@ -87,54 +89,40 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         if let created { rl_release(object(created)) }
     }
 
-    /// The timer is about to be added to `loop`: remember that loop (unretained), so that the
-    /// release can tell whether it ended. Call `joinFailed` if the add fails.
-    ///
-    /// `owner` is read only by `leftLoop`, which runs only while the loop holding the timer is
-    /// alive (a teardown releases before it frees), and is written here only while no loop holds
-    /// the timer: so it never names a loop other than the one that holds the timer, which is
-    /// alive when read, and needs no reference. A timer held already keeps its owner (an add to
-    /// another loop fails). Two threads adding one free timer to two loops at once are the one
-    /// case where `owner` may be wrong: the loser's `joinFailed` then clears it, and the release
-    /// takes an unknown owner for a live one (the timer is not invalidated with its loop; its
-    /// closure goes with its last handle instead).
-    @inline(__always)
-    func joining(_ loop: OpaquePointer?) {
-        if !held.load(ordering: .acquiring) {
-            owner.store(UInt(bitPattern: loop), ordering: .releasing)
-        }
+    /// Claims the timer for the loop at `loop` (the one-loop rule: a timer belongs to the first
+    /// loop it joins, for life): (whether it is that loop's, whether this call claimed it).
+    /// `owner` is then read by `leftLoop` only, which runs while that loop holds the timer, so
+    /// alive: it needs no reference.
+    func claim(_ loop: OpaquePointer?) -> (Bool, Bool) {
+        let address = UInt(bitPattern: loop)
+        let (exchanged, current) = owner.compareExchange(
+            expected: 0, desired: address, ordering: .acquiringAndReleasing)
+        return (exchanged || current == address, exchanged)
     }
 
-    /// An add after `joining(loop)` failed.
-    func joinFailed(_ loop: OpaquePointer?) {
-        _ = owner.compareExchange(
-            expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
+    /// Gives back a claim that a failed first add made.
+    func unclaim(_ loop: OpaquePointer?) {
+        _ = owner.compareExchange(expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
     }
 
     /// The loop let go of the timer: it was invalidated (it ends), or its loop ended (it is
     /// invalidated and ends), or it was removed from its last mode (it stays).
     ///
-    /// The end is made here before `held` is cleared, so that `invalidate()` on another thread,
-    /// which ends the timer only when it finds `held` clear, finds it ended (its acquire of `held`
-    /// sees `ended` and the released closure); so this path needs no read-modify-write.
+    /// The end is made here before `held` drops, so that `invalidate()` on another thread, which
+    /// ends the timer only when it finds `held` at zero, finds it ended (its acquire of `held`
+    /// sees `ended` and the released closure).
     fileprivate func leftLoop() {
         if !rl_timer_is_valid(raw) {
-            endHere()
+            end()
         } else if let loop = OpaquePointer(bitPattern: owner.load(ordering: .acquiring)), rl_loop_is_dead(loop) {
             rl_timer_invalidate(raw)
-            endHere()
+            end()
         }
-        held.store(false, ordering: .releasing)
+        held.wrappingSubtract(1, ordering: .releasing)
     }
 
-    /// Ends the timer from `leftLoop`, while `held` is still set: nothing else ends it meanwhile.
-    private func endHere() {
-        if ended.load(ordering: .relaxed) { return }
-        ended.store(true, ordering: .relaxed)
-        body = nil
-    }
-
-    /// Releases the closure, once, from `invalidate()` (any thread) once no loop holds the timer.
+    /// Releases the closure, once: from `leftLoop`, or from `invalidate()` (any thread) once no
+    /// loop holds the timer.
     private func end() {
         if ended.exchange(true, ordering: .acquiringAndReleasing) { return }
         body = nil
@@ -193,7 +181,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         rl_timer_invalidate(raw)
         // Held: the loop's release ends it (after a callout under way). Not held: end it here;
         // an invalid timer cannot be held again.
-        if !held.load(ordering: .acquiring) { end() }
+        if held.load(ordering: .acquiring) == 0 { end() }
     }
 
     /// Whether the timer can still fire (not invalidated, and a one-shot timer not yet fired).

@@ -1,0 +1,400 @@
+import Glibc
+@testable import RunLoop
+import Synchronization
+import Testing
+
+// A helper's review of the item-lifetime change (c4d8426..4ce83b5). Each test named "finding..."
+// demonstrated a bug on 4ce83b5 (it failed, or a sanitizer flagged it) and passes since the fix;
+// each named "gap..." covers a case the suite did not.
+
+/// The box (`ItemLife`) behind a source's or observer's handle, unretained.
+func lifeOf(_ item: some LoopItem) -> ItemLife? {
+    switch item.itemReference.kind {
+    case .source(let life), .observer(let life): return life.takeUnretainedValue()
+    case .timer: return nil
+    }
+}
+
+@Suite("Review findings", .serialized)
+struct ReviewTests {
+    // MARK: Finding 1: observers never leave the registry (ItemLife.owner is never claimed for them)
+
+    @Test func finding1_anObserverRemovedFromItsLastModeAndDroppedIsFreed() async throws {
+        let deinits = Counter()
+        try await onNewThread {
+            let loop = Loop.current
+            var observer: LoopObserver? = try LoopObserver(activities: .entry) { [t = Tracked(deinits)] _, _ in
+                t.touch()
+            }
+            try loop.add(observer!, in: .default)
+            try loop.remove(observer!, from: .default)
+            #expect(observer!.isValid, "removing is not invalidating")
+            observer = nil
+            #expect(deinits.count == 1, "nothing but the registry holds the removed observer")
+        }
+        #expect(deinits.count == 1)
+    }
+
+    @Test func finding1_anInvalidatedObserverLeavesTheRegistry() async throws {
+        try await onNewThread {
+            let loop = Loop.current
+            weak var life: ItemLife?
+            do {
+                let observer = try LoopObserver(activities: .entry) { _, _ in }
+                try loop.add(observer, in: .default)
+                life = lifeOf(observer)
+                observer.invalidate()
+            }
+            #expect(life == nil, "the registry still holds the C observer (and its box) until the loop ends")
+        }
+    }
+
+    @Test func gap_anInvalidatedSourceLeavesTheRegistry() async throws {
+        try await onNewThread {
+            let loop = Loop.current
+            weak var life: ItemLife?
+            do {
+                let source = LoopSource { _ in }
+                try loop.add(source, in: .default)
+                life = lifeOf(source)
+                source.invalidate()
+            }
+            #expect(life == nil)
+        }
+    }
+
+    /// A thread that adds and invalidates one-shot observers: its registry entry grows for as long
+    /// as the loop lives.
+    @Test func finding1_oneShotObserversThatFiredAreFreed() async throws {
+        try await onNewThread {
+            let loop = Loop.current
+            let keepAlive = try loop.addKeepAlive()
+            defer { keepAlive.invalidate() }
+            weak var life: ItemLife?
+            let fired = Counter()
+            do {
+                let observer = try loop.observe(.beforeWaiting, repeats: false) { _, _ in fired.increment() }
+                life = lifeOf(observer)
+            }
+            _ = try loop.run(for: .milliseconds(20))
+            #expect(fired.count == 1)
+            #expect(life == nil, "a fired one-shot observer stays in the registry until the loop ends")
+        }
+    }
+
+    // MARK: Finding 2: the one-loop rule does not hold for timers and observers
+
+    @Test func finding2_aTimerRemovedFromItsLastModeStaysInItsLoop() async throws {
+        let worker = try LoopWorker(name: "review")
+        defer { worker.shutDown() }
+        try await onNewThread {
+            let loop = Loop.current
+            let timer = try LoopTimer(after: .seconds(3600)) { _ in }
+            try loop.add(timer, in: .default)
+            try loop.remove(timer, from: .default)
+            #expect(throws: LoopError.alreadyInAnotherLoop) { try worker.loop.add(timer, in: .default) }
+            timer.invalidate()
+        }
+    }
+
+    @Test func finding2_anObserverRemovedFromItsLastModeStaysInItsLoop() async throws {
+        let worker = try LoopWorker(name: "review")
+        defer { worker.shutDown() }
+        try await onNewThread {
+            let loop = Loop.current
+            let observer = try LoopObserver(activities: .entry) { _, _ in }
+            try loop.add(observer, in: .default)
+            try loop.remove(observer, from: .default)
+            #expect(throws: LoopError.alreadyInAnotherLoop) { try worker.loop.add(observer, in: .default) }
+            observer.invalidate()
+        }
+    }
+
+    // MARK: Finding 3: a timer moved while its callout runs keeps its old owner
+
+    /// A repeating timer whose callout blocks on `go`; returns once the callout runs on `a`, and
+    /// the timer has been removed from `a` and (if the library lets it) added to `b`.
+    static func moveDuringCallout(
+        from a: Loop, to b: Loop, deinits: Counter, go: Counter
+    ) throws -> (LoopTimer, moved: Bool) {
+        let entered = Counter()
+        let timer = try LoopTimer(after: .zero, repeatingEvery: .seconds(3600)) { [t = Tracked(deinits)] _ in
+            entered.increment()
+            _ = eventually { go.count == 1 }
+            t.touch()
+        }
+        try a.add(timer, in: .default)
+        #expect(eventually { entered.count == 1 })
+        // FIRING: the release is deferred, `held` stays set, so `joining(b)` keeps owner == a.
+        try a.remove(timer, from: .default)
+        let moved = (try? b.add(timer, in: .default)) != nil
+        return (timer, moved)
+    }
+
+    @Test func finding3_aTimerMovedDuringItsCalloutEndsWithTheLoopItMovedTo() throws {
+        let deinits = Counter()
+        let go = Counter()
+        let a = try LoopWorker(name: "review-a")
+        let b = try LoopWorker(name: "review-b")
+        defer { a.shutDown() }
+        let (timer, moved) = try Self.moveDuringCallout(from: a.loop, to: b.loop, deinits: deinits, go: go)
+        #expect(!moved, "one loop per item")
+        go.increment()
+        usleep(50_000)
+        b.shutDown()
+        if moved {
+            #expect(!timer.isValid, "the timer's loop (b) ended")
+            #expect(deinits.count == 1, "its closure was released with its loop")
+        }
+        timer.invalidate()
+    }
+
+    /// Run under ASan: `leftLoop` reads the freed first loop through the stale `owner`.
+    @Test func finding3_aTimerMovedDuringItsCalloutReadsItsFirstLoopAfterItIsFreed() throws {
+        let deinits = Counter()
+        let go = Counter()
+        let b = try LoopWorker(name: "review-b")
+        var timer: LoopTimer?
+        var moved = false
+        do {
+            let a = try LoopWorker(name: "review-a")
+            (timer, moved) = try Self.moveDuringCallout(from: a.loop, to: b.loop, deinits: deinits, go: go)
+            go.increment()
+            usleep(50_000)
+            a.shutDown()
+        }
+        usleep(50_000)  // a's C loop is freed once the last Loop object referring to it goes
+        b.shutDown()  // b lets go of the timer: leftLoop calls rl_loop_is_dead(a)
+        #expect(!moved, "one loop per item")
+        timer?.invalidate()
+    }
+
+    // MARK: Finding 4: a source in .common removed from its common modes by name leaves the registry
+
+    @Test func finding4_aCommonSourceThatJoinsALaterCommonModeEndsWithItsLoop() async throws {
+        let deinits = Counter()
+        let source = try await onNewThread {
+            let loop = Loop.current
+            let source = LoopSource { [t = Tracked(deinits)] _ in t.touch() }
+            try loop.add(source, in: .common)
+            try loop.remove(source, from: .default)  // by name: still in the loop's common set
+            try loop.addCommonMode("com.example.later")  // ... so it joins this mode
+            #expect(loop.contains(source, in: "com.example.later"))
+            return source
+        }
+        #expect(deinits.count == 1, "its loop ended: the closure is released")
+        #expect(!source.isValid)
+    }
+
+    // MARK: Finding 5: a failed add claims a source for good
+
+    @Test func finding5_aSourceWhoseAddFailedMayJoinAnotherLoop() async throws {
+        let worker = try LoopWorker(name: "review")
+        defer { worker.shutDown() }
+        let dead = try LoopWorker(name: "review-dead")
+        dead.shutDown()
+        let source = LoopSource { _ in }
+        #expect(throws: LoopError.loopEnded) { try dead.loop.add(source, in: .default) }
+        try worker.loop.add(source, in: .default)  // throws alreadyInAnotherLoop: claimed by the dead loop
+        source.invalidate()
+    }
+
+    @Test func finding5_aSourceAddedWithABadModeNameMayJoinAnotherLoop() async throws {
+        let worker = try LoopWorker(name: "review")
+        defer { worker.shutDown() }
+        try await onNewThread {
+            let source = LoopSource { _ in }
+            #expect(throws: LoopError.invalidArgument) { try Loop.current.add(source, in: "") }
+            try worker.loop.add(source, in: .default)
+            source.invalidate()
+        }
+    }
+
+    // MARK: Gaps (pass)
+
+    @Test func gap_aSourceRemovedThenReAddedStillEndsWithItsLoop() async throws {
+        let deinits = Counter()
+        let source = try await onNewThread {
+            let loop = Loop.current
+            let source = LoopSource { [t = Tracked(deinits)] _ in t.touch() }
+            try loop.add(source, in: .default)
+            try loop.remove(source, from: .default)
+            try loop.add(source, in: "com.example.other")
+            return source
+        }
+        #expect(deinits.count == 1)
+        #expect(!source.isValid)
+    }
+
+    @Test func gap_aTimerAddedToADeadLoopStaysUsable() async throws {
+        let dead = try LoopWorker(name: "review-dead")
+        dead.shutDown()
+        let deinits = Counter()
+        let fired = Counter()
+        try await onNewThread {
+            let timer = try LoopTimer(after: .zero) { [t = Tracked(deinits)] _ in t.touch(); fired.increment() }
+            #expect(throws: LoopError.loopEnded) { try dead.loop.add(timer, in: .default) }
+            let loop = Loop.current
+            try loop.add(timer, in: .default)
+            _ = try loop.run(for: .seconds(5))
+            #expect(fired.count == 1)
+            #expect(deinits.count == 1, "a fired one-shot timer ends")
+        }
+    }
+
+    @Test func gap_aFileDescriptorSourceDroppedWhileRegisteredClosesOnceAtTheLoopsEnd() async throws {
+        let (mine, peer) = FileDescriptorEndTests.socketPair()
+        defer { close(peer) }
+        let cancelled = Counter()
+        try await onNewThread {
+            let source = try FileDescriptorSource(
+                fileDescriptor: mine, events: .readable, closesOnInvalidate: true,
+                onCancel: { cancelled.increment() }
+            ) { _, _ in }
+            try Loop.current.add(source, in: .default)
+        }  // the handle went first, then the loop
+        #expect(cancelled.count == 1)
+        #expect(FileDescriptorEndTests.peerClosed(peer))
+    }
+
+    @Test func gap_invalidatingFromManyThreadsAtOnceEndsOnce() async throws {
+        for _ in 0..<50 {
+            let cancelled = Counter()
+            let deinits = Counter()
+            let worker = try LoopWorker(name: "review")
+            let pipe = Pipe()
+            let source = try FileDescriptorSource(
+                fileDescriptor: pipe.read, events: .readable, onCancel: { cancelled.increment() }
+            ) { [t = Tracked(deinits)] _, _ in t.touch() }
+            try worker.loop.add(source, in: .default)
+            pipe.send()  // the handler runs, level-triggered, while the threads invalidate
+            let threads = (0..<3).map { _ in Thread0 { source.invalidate() } }
+            worker.shutDown()
+            for thread in threads { thread.join() }
+            #expect(cancelled.count == 1)
+            #expect(deinits.count == 1)
+        }
+    }
+}
+
+// MARK: Finding 6: `held` is a flag, but a claim's retain may run before the previous release
+
+/// Reads the byte at `offset` of `timer`'s object (the test finds where `held` lives).
+func timerByte(_ timer: LoopTimer, _ offset: Int) -> UInt8 {
+    Unmanaged.passUnretained(timer).toOpaque().load(fromByteOffset: offset, as: UInt8.self)
+}
+
+@Suite("Review findings: held timers", .serialized)
+struct ReviewHeldTests {
+    /// Thread X removes a timer from its last mode (its release runs on X: settle_held clears
+    /// RELEASE_DUE, then calls the release); thread Y re-adds it meanwhile (its claim finds no
+    /// release due and retains: `held = true`). If Y's retain lands between X's clear and X's
+    /// `leftLoop`, `leftLoop` then stores `held = false` while the loop holds the timer. After
+    /// that, `invalidate()` from another thread releases the closure while a callout may run it
+    /// (a data race on `body`), and `joining` from a failed add elsewhere rewrites `owner`, so the
+    /// timer does not end with its loop. Stress: fails when the state is ever reached.
+    @Test func finding6_heldStaysSetWhileALoopHoldsTheTimer() throws {
+        let a = try LoopWorker(name: "review-a")
+        let b = try LoopWorker(name: "review-b")
+        defer { b.shutDown() }
+        let timer = try LoopTimer(after: .seconds(3600), repeatingEvery: .seconds(3600)) { _ in }
+        // Find `held`: 0 out of a loop, 1 in one.
+        let size = 64
+        let before = (0..<size).map { timerByte(timer, $0) }
+        try a.loop.add(timer, in: .default)
+        let inside = (0..<size).map { timerByte(timer, $0) }
+        try a.loop.remove(timer, from: .default)
+        let after = (0..<size).map { timerByte(timer, $0) }
+        let candidates = (16..<size).filter { before[$0] == 0 && inside[$0] == 1 && after[$0] == 0 }
+        try #require(candidates.count >= 1, "held not found")
+        let held = candidates[0]
+        try a.loop.add(timer, in: .default)
+
+        let generation = Atomic<Int>(0)
+        let done = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+        let adder = Thread0 {
+            var seen = 0
+            while !stop.load(ordering: .acquiring) {
+                let now = generation.load(ordering: .acquiring)
+                if now == seen { continue }
+                seen = now
+                while (try? a.loop.add(timer, in: .default)) == nil {}
+                done.store(now, ordering: .releasing)
+            }
+        }
+        var clobbered = false
+        let deadline = LoopInstant.now.advanced(by: .seconds(1))
+        var round = 0
+        while LoopInstant.now < deadline {
+            round += 1
+            generation.store(round, ordering: .releasing)
+            try a.loop.remove(timer, from: .default)
+            while done.load(ordering: .acquiring) != round {}
+            if timerByte(timer, held) == 0 {
+                clobbered = true
+                break
+            }
+        }
+        stop.store(true, ordering: .releasing)
+        adder.join()
+        #expect(!clobbered, "held cleared while loop a holds the timer (round \(round))")
+        if clobbered {
+            // The consequence: a failed add to b rewrites owner (joining, then joinFailed: 0) ...
+            #expect(throws: LoopError.alreadyInAnotherLoop) { try b.loop.add(timer, in: .default) }
+            a.shutDown()
+            // ... so the end of a does not end the timer.
+            #expect(!timer.isValid, "the timer's loop ended")
+        }
+        a.shutDown()
+        timer.invalidate()
+    }
+}
+
+// MARK: Finding 7: the registry's global lock is not taken around fork
+
+@Suite("Review findings: fork", .serialized)
+struct ReviewForkTests {
+    /// Another thread adds and invalidates sources (each takes ItemRegistry's lock twice) while
+    /// this thread forks: a child forked while that lock was held can never add a source (the
+    /// core takes its own locks around fork with pthread_atfork; the Swift registry does not).
+    @Test func finding7_aChildOfForkCanAlwaysAddASource() throws {
+        let stop = Atomic<Bool>(false)
+        let busy = Thread0 {
+            let loop = Loop.current
+            while !stop.load(ordering: .relaxed) {
+                let source = LoopSource { _ in }
+                try? loop.add(source, in: .default)
+                source.invalidate()
+            }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            busy.join()
+        }
+        usleep(10_000)
+        var hung = 0
+        for _ in 0..<100 {
+            var fds: [Int32] = [0, 0]
+            precondition(pipe(&fds) == 0)
+            let pid = fork()
+            if pid == 0 {
+                alarm(3)  // a hung child dies of SIGALRM
+                let source = LoopSource { _ in }
+                var byte: UInt8 = 1
+                _ = write(fds[1], &byte, 1)  // made the source; now the add
+                let ok = (try? Loop.current.add(source, in: "com.example.child")) != nil
+                _exit(ok ? 0 : 1)
+            }
+            close(fds[1])
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+            var byte: UInt8 = 0
+            let reachedAdd = read(fds[0], &byte, 1) == 1
+            close(fds[0])
+            let signalled = status & 0x7f
+            if signalled == SIGALRM && reachedAdd { hung += 1 }
+        }
+        #expect(hung == 0, "children hung in Loop.add after fork")
+    }
+}
