@@ -439,14 +439,20 @@ RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const 
 
 /* ---- Wake protocol (wake.c): how a loop goes to sleep and how other threads wake it ---- */
 
-/* Bits of loop->wake_state. */
-enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
-
-/* Another thread moved the timerfd of the mode the loop waits in to an earlier deadline (loop
- * locked): a loop spinning toward the old one (it fixed it before it spun) is told, with a
- * PENDING and no write, when the new one falls within a spin window; a sleeping loop is not
- * (its timerfd wakes it). */
-RL_HIDDEN void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline);
+/* The date a wait in mode must end by, which the timerfd is armed at: mode's wake date
+ * (rl_timers_wake_date), or the innermost run's deadline when that is earlier and no host waits
+ * (a host's wait has no run deadline, even when nested in a run). loop locked. */
+RL_HIDDEN double rl_wake_deadline(rl_loop_t *loop, rl_mode *mode);
+/* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
+ * timers of the mode the loop, or its host, is waiting in (the loop's own thread rearms before it
+ * next waits); and when the deadline moved earlier, tell a loop spinning toward the old one.
+ * loop locked. */
+RL_HIDDEN void rl_wake_timers_changed(rl_loop_t *loop, rl_mode *mode);
+/* A host's query (backend.c) claims SLEEPING on the host's behalf, after its poll: returns
+ * whether a wakeup was posted since the last pass began (a pass is due). */
+RL_HIDDEN bool rl_wake_claim_for_host(rl_loop_t *loop);
+/* A host's query of an empty mode drops the wakeup it found: no pass would take it. */
+RL_HIDDEN void rl_wake_drop_pending(rl_loop_t *loop);
 /* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
 RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
 /* Just before a blocking wait until deadline (an rl_time_now() date, INFINITY: none). After a
@@ -564,6 +570,14 @@ static inline void rl_cpu_relax(void) {
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
+/* Whether a signal came that the loop watches and has not taken yet (rl_signals_take): its
+ * handler moves the generation before it writes the signal eventfd, which only a wait sees
+ * (signal.c). One load when none came, and nothing at all for a loop that watches no signal. */
+static inline bool rl_signals_arrived(rl_loop_t *loop) {
+    return atomic_load(&loop->signal_watch) &&
+           atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen;
+}
+
 /* The mode the loop waits in: its host's, when a host queried since the innermost run's last
  * wait (a host nested in a callout waits for its own mode, not the outer run's), else the
  * running mode, else none. loop locked. */
@@ -610,9 +624,6 @@ RL_HIDDEN void rl_owner_clear(_Atomic(rl_loop_t *) *owner);
 /* Wait until no thread holds an item stripe (rl_loop_destroy, before freeing a loop). */
 RL_HIDDEN void rl_items_quiesce(void);
 
-/* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
- * timers of the mode the loop is waiting in. loop locked. */
-RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
 /* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
 RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
 /* The date of mode's earliest timer, INFINITY when it has none: a pass that polls looks at the

@@ -204,7 +204,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         e->next = t->first.next;
         t->first.next = e;
     }
-    rl_loop_timers_changed(loop, mode);
+    rl_wake_timers_changed(loop, mode);
     return 0;
 }
 
@@ -224,7 +224,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         prev->next = e->next;
         free(e);
     }
-    rl_loop_timers_changed(loop, mode);
+    rl_wake_timers_changed(loop, mode);
     return true;
 }
 
@@ -384,7 +384,7 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
         rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
         rl_heap_update(&mode->timers, &e->node, date);
-        rl_loop_timers_changed(loop, mode);
+        rl_wake_timers_changed(loop, mode);
     }
 }
 
@@ -418,7 +418,7 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
     for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
-        if (is_used(e)) rl_loop_timers_changed(loop, mode_of(loop, e));
+        if (is_used(e)) rl_wake_timers_changed(loop, mode_of(loop, e));
     rl_owner_unlock(&t->loop, loop);
     return 0;
 }
