@@ -35,6 +35,9 @@
  * into a readable fd.
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,6 +3,10 @@
  * the main thread's loop; item ownership; stop; counters. (Waking a loop is wake.c's.)
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <math.h>

@@ -6,6 +6,9 @@
  * loop again. How the loop sleeps and is woken is wake.c's.
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <math.h>

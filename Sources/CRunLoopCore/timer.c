@@ -8,6 +8,8 @@
  * (its place in the loop's list), which the owner loop turns back into the mode.
  */
 #include "membership.h"
+#include "wake.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <math.h>

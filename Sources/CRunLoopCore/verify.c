@@ -5,6 +5,7 @@
  * since that is a state that cannot happen.
  */
 #include "internal.h"
+#include "fd_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>

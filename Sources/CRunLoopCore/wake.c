@@ -66,7 +66,9 @@
  * that is not spinning but about to wait then polls once instead of sleeping for less than a
  * window).
  */
+#include "wake.h"
 #include "internal.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <limits.h>
