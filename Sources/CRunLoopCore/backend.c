@@ -35,6 +35,9 @@
  * into a readable fd.
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,18 +76,16 @@ double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *name) {
     rl_wait_event events[RL_WAIT_MAX_EVENTS];
     bool woken;
     int n = rl_wait_for_events(&loop->wait, false, events, RL_WAIT_MAX_EVENTS, &woken, NULL);
-    unsigned old = atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING);
+    bool posted = rl_wake_claim_for_host(loop);
     bool due = n > 0 && rl_fd_table_settle(loop, mode, events, n);
-    double date = rl_timers_wake_date(mode);
+    double date = rl_wake_deadline(loop, mode); /* the mode's wake date: a host's wait has no run deadline */
     if (rl_mode_is_empty(mode)) {
-        atomic_fetch_and(&loop->wake_state, ~(unsigned)RL_WAKE_PENDING);
+        rl_wake_drop_pending(loop);
         due = false;
     } else {
         /* A signal delivered before the poll above: the poll took its eventfd edge, and the
-         * handler had moved the generation before it wrote (signal.c). */
-        bool signals = atomic_load(&loop->signal_watch) &&
-                       atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen;
-        due = due || signals || (old & RL_WAKE_PENDING) || rl_blocks_pending(loop, mode) ||
+         * handler had moved the generation before it wrote (signal.c), so it is found by that. */
+        due = due || rl_signals_arrived(loop) || posted || rl_blocks_pending(loop, mode) ||
               rl_sources_signalled_in(loop, mode);
     }
     rl_wait_arm(&loop->wait, date);

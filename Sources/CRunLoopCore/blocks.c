@@ -10,6 +10,7 @@
  * allocate; a block's release, if any, runs after its function, or when the loop drops it.
  */
 #include "internal.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <stdlib.h>

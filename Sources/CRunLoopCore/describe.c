@@ -60,10 +60,10 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
                 (atomic_load(&s->events) & RL_FD_WRITABLE) ? " writable" : "",
                 atomic_load(&s->valid) ? "" : " invalid", s->context.info);
     }
-    for (size_t i = 0; i < m->timers.count; i++) {
-        if (!m->timers.slots[i].node) continue; /* a hole (timer_heap.h) */
-        rl_timer_t *t = rl_timer_of_node(m->timers.slots[i].node);
-        double fire = m->timers.slots[i].when;
+    rl_heap_node *node;
+    double fire;
+    for (size_t i = 0; (node = rl_heap_next(&m->timers, &i, &fire));) {
+        rl_timer_t *t = rl_timer_of_node(node);
         put(o, "    timer %p order %ld next fire %.6f (in %.6f s) interval %.6f tolerance %.6f%s info %p\n",
             (void *)t, t->first.node.order, fire, isinf(fire) ? INFINITY : fire - now, t->interval,
             atomic_load(&t->tolerance), (atomic_load(&t->obj.bits) & RL_TIMER_FIRING) ? " firing" : "", t->info);

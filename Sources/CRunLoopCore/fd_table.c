@@ -41,7 +41,10 @@
  *
  * All functions but rl_fd_table_dispatch: loop locked.
  */
+#include "fd_table.h"
 #include "internal.h"
+#include "wait.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,13 @@
 /*
  * internal.h - struct layouts and the contracts between the core's files. Not installed.
  *
+ * The parts with an interface of their own have their own header, which a file includes when it
+ * uses that part: alloc.h (allocation and fault points), containers.h (vectors and sets),
+ * timer_heap.h (the timers' heap), wait.h (the backend seam: epoll, timerfd, eventfd),
+ * fd_table.h (which sources watch which fd), wake.h (the wake protocol), lag.h (loop lag and
+ * callout timing) and membership.h (items joining and leaving modes). This file includes the
+ * first four for the layouts below; the others include it.
+ *
  * Locks, and who may touch what (take them in this order; never hold one across a callout):
  *   source lock     one of a fixed set of striped mutexes (locks.c), chosen by the source's
  *                   address: guards source->links (which loops hold the source).
@@ -24,6 +31,7 @@
 #include "alloc.h"
 #include "containers.h"
 #include "timer_heap.h"
+#include "wait.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -313,62 +321,7 @@ struct rl_observer {
     rl_ptrvec modes;          /* rl_mode*; owner loop's lock */
 };
 
-/* ---- Waiting (wait_epoll.c: the only file that knows epoll, timerfd and eventfd) ---- */
-
-/* Events taken from one epoll_wait: enough that a busy server's ready fds fit in one pass. */
-enum { RL_WAIT_MAX_EVENTS = 256 };
-
-/* One ready fd, as a wait reports it. */
-typedef struct {
-    int fd;
-    uint32_t gen;    /* the registration's generation */
-    unsigned events; /* RL_FD_* */
-} rl_wait_event;
-
-typedef struct {
-    int epfd, eventfd, timerfd;
-    int sigfd;       /* the process's signal eventfd when watched (signal.c's), else -1 */
-    int hostfd;      /* an epoll set watching epfd, for a host loop (backend.c); -1 until asked */
-    double armed;    /* the timerfd's deadline, INFINITY when disarmed */
-} rl_wait;
-
-/* Dates at or past this many seconds of CLOCK_MONOTONIC (about 31,700 years of uptime) are never
- * reached: a timer due then never wakes the loop. Every time the API accepts is a double; this is
- * where they saturate. */
-#define RL_TIME_NEVER 1e12
-
-RL_HIDDEN int rl_wait_init(rl_wait *w);
-RL_HIDDEN void rl_wait_destroy(rl_wait *w);
-/* Watch fd for events (RL_FD_*; 0: only errors and hang-ups, edge-triggered) tagged gen; add
- * says whether fd is new to the set. 0 or -errno (-ENOENT, -EBADF: the file at fd is not the one
- * registered). */
-RL_HIDDEN int rl_wait_watch(rl_wait *w, int fd, unsigned events, uint32_t gen, bool add);
-/* Replace the epoll set by a new one watching only the eventfd and timerfd; with all, replace
- * those two as well (after fork, the old ones are shared with the parent). The caller registers
- * its fds again. 0, or -errno: then, with all, the old objects are closed all the same (the child
- * must not touch its parent's) and the loop cannot wait any more; without, nothing changed. */
-RL_HIDDEN int rl_wait_renew(rl_wait *w, bool all);
-/* The host's fd: an epoll set whose only member is the wait set (level-triggered), so it is
- * readable while the wait set has an event ready, and its number outlives rl_wait_renew's new
- * sets. Made at the first call; the fd, or -errno (EMFILE, ENFILE, ENOMEM). */
-RL_HIDDEN int rl_wait_host_fd(rl_wait *w);
-RL_HIDDEN void rl_wait_unwatch(rl_wait *w, int fd);
-/* Arm the timerfd at an absolute rl_time_now() date (INFINITY disarms), if it differs. */
-RL_HIDDEN void rl_wait_arm(rl_wait *w, double deadline);
-/* Wait for events (block: until one comes; else just poll). Stores the ready fds in events and
- * returns how many; *woken says whether a posted wakeup was among what came back (the timerfd's
- * expiry is not reported: due timers are found by their dates). accept (NULL: none) are signals
- * the thread takes while it blocks, blocked in its mask or not (epoll_pwait). */
-RL_HIDDEN int rl_wait_for_events(rl_wait *w, bool block, rl_wait_event *events, int max, bool *woken,
-                                 const sigset_t *accept);
-/* Post a wakeup (any thread). */
-RL_HIDDEN void rl_wait_post_wakeup(rl_wait *w);
-/* Watch the process's signal eventfd, edge-triggered and never read (like the wakeup eventfd),
- * or stop; renewals watch it again. 0 or -errno. */
-RL_HIDDEN int rl_wait_watch_signals(rl_wait *w, int fd);
-RL_HIDDEN void rl_wait_unwatch_signals(rl_wait *w);
-
-/* ---- Fd table (fd_table.c): which sources of a loop watch which fd ---- */
+/* ---- Fd table (fd_table.c): which sources of a loop watch which fd; its functions: fd_table.h ---- */
 
 /* One fd of a loop, stored by value in an array indexed by fd: a ready fd costs one cache line
  * to find its (usually single) source. Entries are rl_source_t pointers whose low bit marks a
@@ -401,75 +354,6 @@ typedef struct {
     size_t stale_before, stale_now;
 } rl_fd_table;
 
-/* Attach a version-1 source (registering its fd, or probing that the registered file is still
- * the one at that number). 0, or a negative errno with nothing changed. */
-RL_HIDDEN int rl_fd_table_attach(rl_loop_t *loop, rl_source_t *source);
-RL_HIDDEN void rl_fd_table_detach(rl_loop_t *loop, rl_source_t *source);
-/* After the source's interest changed: -EBADF when its fd was closed while registered. */
-RL_HIDDEN int rl_fd_table_set_events(rl_loop_t *loop, rl_source_t *source);
-RL_HIDDEN bool rl_fd_table_is_stale(rl_loop_t *loop, rl_source_t *source);
-/* A source already attached joined one more mode: its fd, if parked (narrowed to a mode that had
- * no source for it, perhaps the one it joined), gets its full registration back. */
-RL_HIDDEN void rl_fd_table_joined(rl_loop_t *loop, rl_source_t *source);
-/* A wait returned no event while stale_seen: the stale registration is gone. Loop's thread. */
-RL_HIDDEN void rl_fd_table_stale_gone(rl_loop_t *loop);
-struct rl_run_frame;
-/* Call out to the sources of the running mode that a wait's events are for, in ascending order
- * (ties: in the order the wait reported their fds, and sources of one fd in the order added),
- * each with the events it asked for that came. Drops events of stale registrations, and rebuilds
- * the epoll set when one keeps coming. Returns whether a source was called. n > 0; takes the
- * lock. */
-RL_HIDDEN bool rl_fd_table_dispatch(rl_loop_t *loop, struct rl_run_frame *run, const rl_wait_event *events, int n);
-/* For a host's query (backend.c): of the events a poll of the wait set took, park the fds no
- * source of mode wants, and queue again the edge-triggered events a source of mode wants (the
- * poll consumed them; the pass's wait must see them). Returns whether a source of mode wants one.
- * loop locked. */
-RL_HIDDEN bool rl_fd_table_settle(rl_loop_t *loop, rl_mode *mode, const rl_wait_event *events, int n);
-/* Give every parked fd back its full registration. loop locked. */
-RL_HIDDEN void rl_fd_table_unpark_all(rl_loop_t *loop);
-/* The same when the fds are parked for a mode other than mode (a run in mode starts or waits, a
- * nested run returns to an outer one in mode, a host asks about mode): inline when none is
- * parked, the usual case. Fds stay parked between runs in one mode, so that a host waiting on
- * the backend fd between passes is not woken by fds of other modes. loop locked. */
-static inline void rl_fd_table_unpark_for(rl_loop_t *loop, struct rl_mode *mode);
-/* After fork, in the child: new kernel objects, every fd registered again. */
-RL_HIDDEN int rl_fd_table_renew(rl_loop_t *loop);
-RL_HIDDEN void rl_fd_table_free(rl_loop_t *loop);
-RL_HIDDEN int rl_fd_table_verify(rl_loop_t *loop, void (*fail)(void *ctx, const char *what, long a), void *ctx);
-
-/* ---- Wake protocol (wake.c): how a loop goes to sleep and how other threads wake it ---- */
-
-/* Bits of loop->wake_state. */
-enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
-
-/* Another thread moved the timerfd of the mode the loop waits in to an earlier deadline (loop
- * locked): a loop spinning toward the old one (it fixed it before it spun) is told, with a
- * PENDING and no write, when the new one falls within a spin window; a sleeping loop is not
- * (its timerfd wakes it). */
-RL_HIDDEN void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline);
-/* A pass begins, before it looks at any queue: wakeups posted from now on are for this pass. */
-RL_HIDDEN void rl_wake_begin_pass(rl_loop_t *loop);
-/* Just before a blocking wait until deadline (an rl_time_now() date, INFINITY: none). After a
- * busy pass, look for a wakeup for a moment first (the loop's spin window, never past deadline);
- * then claim to sleep. False when a wakeup has been posted since the pass began: do not block. */
-RL_HIDDEN bool rl_wake_try_sleep(rl_loop_t *loop, double deadline);
-/* After the wait that rl_wake_try_sleep allowed. */
-RL_HIDDEN void rl_wake_end_sleep(rl_loop_t *loop);
-/* A pass ends; busy: it performed signalled sources, whose producers tend to signal again soon. */
-RL_HIDDEN void rl_wake_end_pass(rl_loop_t *loop, bool busy);
-/* Wake loop if it sleeps or is about to (any thread; after queueing the work the wakeup is for). */
-RL_HIDDEN void rl_wake_post(rl_loop_t *loop);
-/* The spin window a new loop starts with: RL_SPIN_DEFAULT, or 0 on a machine (or an affinity
- * mask) with one CPU, where spinning only keeps the waker from running. */
-RL_HIDDEN double rl_wake_default_spin(void);
-/* The CPU count rl_wake_default_spin goes by; tests set it (0: ask the system). */
-RL_HIDDEN extern _Atomic int rl_cpu_count_override;
-/* With loop->dead set: return once no waker is writing to the eventfd; none will from then on,
- * so the eventfd may be closed. */
-RL_HIDDEN void rl_wake_quiesce(rl_loop_t *loop);
-/* In the child of fork, which has no other thread: nobody sleeps in the loop or writes to it. */
-RL_HIDDEN void rl_wake_after_fork(rl_loop_t *loop);
-
 /* ---- Loops (loop.c, run.c, blocks.c) ---- */
 
 /* One rl_run_in_mode() invocation; lives on its caller's stack. */
@@ -492,7 +376,7 @@ typedef struct {
     _Atomic double time_waiting, time_in_callouts;
 } rl_counters;
 
-/* Lag figures (lag.c; crunloop.h, "Loop lag"). The loop's thread writes the first part alone;
+/* Lag figures (lag.c, lag.h; crunloop.h, "Loop lag"). The loop's thread writes the first part alone;
  * readers that reset write the second, on lines of its own. */
 typedef struct {
     _Atomic unsigned long long late[RL_LAG_BUCKETS]; /* fired timers by lateness (rl_lag_late) */
@@ -564,6 +448,14 @@ static inline void rl_cpu_relax(void) {
  * too; a pointer fits the static TLS glibc reserves for libraries loaded later. */
 RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
+/* Whether a signal came that the loop watches and has not taken yet (rl_signals_take): its
+ * handler moves the generation before it writes the signal eventfd, which only a wait sees
+ * (signal.c). One load when none came, and nothing at all for a loop that watches no signal. */
+static inline bool rl_signals_arrived(rl_loop_t *loop) {
+    return atomic_load(&loop->signal_watch) &&
+           atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen;
+}
+
 /* The mode the loop waits in: its host's, when a host queried since the innermost run's last
  * wait (a host nested in a callout waits for its own mode, not the outer run's), else the
  * running mode, else none. loop locked. */
@@ -576,10 +468,6 @@ static inline rl_mode *rl_loop_awaited_mode(rl_loop_t *loop) {
  * sleep before its next wait clears host_mode). loop locked. */
 static inline bool rl_loop_may_await(rl_loop_t *loop, rl_mode *mode) {
     return mode && (loop->host_mode == mode || (loop->run && loop->run->mode == mode));
-}
-
-static inline void rl_fd_table_unpark_for(rl_loop_t *loop, rl_mode *mode) {
-    if (loop->fds.parked.count && loop->fds.parked_mode != mode) rl_fd_table_unpark_all(loop);
 }
 
 static inline rl_mode *rl_mode_find(rl_loop_t *loop, const char *name, bool create) {
@@ -610,9 +498,6 @@ RL_HIDDEN void rl_owner_clear(_Atomic(rl_loop_t *) *owner);
 /* Wait until no thread holds an item stripe (rl_loop_destroy, before freeing a loop). */
 RL_HIDDEN void rl_items_quiesce(void);
 
-/* After a change to mode's timers: rearm the loop's timerfd when another thread changed the
- * timers of the mode the loop is waiting in. loop locked. */
-RL_HIDDEN void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode);
 /* The date to arm the timerfd at for mode: its earliest timer, later within tolerances. */
 RL_HIDDEN double rl_timers_wake_date(rl_mode *mode);
 /* The date of mode's earliest timer, INFINITY when it has none: a pass that polls looks at the
@@ -708,56 +593,6 @@ RL_HIDDEN void rl_debug_verify(rl_loop_t *loop, const char *where);
     atomic_store_explicit(&(loop)->counters.field,                                           \
         atomic_load_explicit(&(loop)->counters.field, memory_order_relaxed) + (n),           \
         memory_order_relaxed)
-
-/* ---- Lag (lag.c): what the passes record; crunloop.h, "Loop lag" ---- */
-
-/* A fired timer was late seconds (>= 0) late: one more in its bucket. The bucket is the
- * exponent of the lateness in microseconds, read off the double's bits, less that of 0.5 (so
- * 1 + floor(log2) from 1 us up); below 0.5 us it wraps around, and one test of the usual range
- * sends both ends to their buckets. Loop's thread. */
-static inline void rl_lag_late(rl_loop_t *loop, double late) {
-    double us = late * 1e6;
-    uint64_t bits;
-    memcpy(&bits, &us, sizeof bits);
-    uint64_t k = (bits >> 52) - 1022;
-    if (__builtin_expect(k >= RL_LAG_BUCKETS, 0)) k = us < 1 ? 0 : RL_LAG_BUCKETS - 1;
-    _Atomic unsigned long long *n = &loop->lag.late[k];
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
-}
-
-/* Store a new longest callout (the sequence lock's writer). Loop's thread. */
-RL_HIDDEN void rl_lag_record(rl_loop_t *loop, int kind, unsigned count, double seconds, double end);
-
-/* Where a phase's callouts began: the clock, and the loop's time_waiting and time_in_callouts
- * then. A callout that runs the loop (a nested run) adds its waits and its own phases' callouts
- * to those; rl_callouts_done takes them out, so that an idle nested run is no stall and no
- * second is counted twice (time_waiting + time_in_callouts stays within the wall time). */
-typedef struct { double start, waited, called; } rl_phase;
-
-static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
-    return (rl_phase){ rl_time_now(), atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed),
-                       atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) };
-}
-
-/* A phase of a pass made count callouts of kind since phase: add its time to time_in_callouts,
- * and keep it as the longest callout if it is (or if the record was reset since the last one).
- * Its time is the clock's less the waits of nested runs; time_in_callouts gets that less the
- * nested runs' own phases, which counted themselves. Loop's thread. */
-static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, const rl_phase *phase) {
-    double end = rl_time_now();
-    double waited = atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed) - phase->waited;
-    double nested = atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) - phase->called;
-    double seconds = end - phase->start - waited, own = seconds - nested;
-    RL_COUNT(loop, time_in_callouts, own > 0 ? own : 0);
-    rl_lag *lag = &loop->lag;
-    if (count && (seconds > atomic_load_explicit(&lag->longest, memory_order_relaxed) ||
-                  atomic_load_explicit(&lag->reset_seq, memory_order_relaxed) ==
-                      atomic_load_explicit(&lag->seq, memory_order_relaxed)))
-        rl_lag_record(loop, kind, count, seconds, end);
-}
-
-/* In the child of fork: end a record the fork cut short (lag.c). */
-RL_HIDDEN void rl_lag_after_fork_child(rl_loop_t *loop);
 
 /* ---- Callouts (callout.c): named so that a stack trace says what the loop was doing ---- */
 

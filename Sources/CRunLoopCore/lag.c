@@ -1,10 +1,11 @@
 /*
  * lag.c - loop lag: the lateness of fired timers as a histogram, and the longest callout, as
- * the passes record them (internal.h: rl_lag_late, rl_callouts_done) and readers on any thread
+ * the passes record them (lag.h: rl_lag_late, rl_callouts_done) and readers on any thread
  * take them (rl_loop_get_lag). The loop's thread is the only writer of the figures, so it
  * counts with plain loads and stores; a reset never touches them: it moves each figure's zero,
  * which only readers write, so a reset from another thread cannot lose a count.
  */
+#include "lag.h"
 #include "internal.h"
 
 #include <errno.h>

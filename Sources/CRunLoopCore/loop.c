@@ -3,6 +3,10 @@
  * the main thread's loop; item ownership; stop; counters. (Waking a loop is wake.c's.)
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <math.h>
@@ -232,23 +236,6 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     double date = first ? first->when : 0;
     pthread_mutex_unlock(&loop->lock);
     return date;
-}
-
-void rl_loop_timers_changed(rl_loop_t *loop, rl_mode *mode) {
-    rl_run_frame *run = loop->run;
-    /* The loop's own thread rearms before it next waits (or before its host next polls); only
-     * another thread must rearm now, for the mode the loop, or its host, may be sleeping in. */
-    rl_mode *sleeping = rl_loop_awaited_mode(loop);
-    if (sleeping != mode || rl_tls_loop == loop || loop->dead) return;
-    double deadline = rl_timers_wake_date(mode);
-    /* (A host's wait has no run deadline, even when nested in a run.) */
-    if (run && !loop->host_mode && run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
-    /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
-     * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding
-     * and removing timers that are not the earliest costs none. */
-    double armed = loop->wait.armed;
-    rl_wait_arm(&loop->wait, deadline);
-    if (deadline < armed) rl_wake_timer_moved_earlier(loop, deadline);
 }
 
 int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats) {

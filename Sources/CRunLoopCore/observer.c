@@ -2,6 +2,7 @@
  * the mode, as CF) and an activity mask, so a pass skips an activity nobody observes with one
  * load. */
 #include "membership.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,6 +6,9 @@
  * loop again. How the loop sleeps and is woken is wake.c's.
  */
 #include "internal.h"
+#include "wait.h"
+#include "fd_table.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <math.h>
@@ -33,9 +36,7 @@ static inline bool blocks(rl_loop_t *loop, rl_run_frame *run) {
  * delivered since the last look first become signalled sources (signal.c): one load when none
  * came, and nothing at all for a loop that watches no signal. */
 static inline bool signalled_sources(rl_loop_t *loop, rl_run_frame *run, bool *called_out) {
-    if (atomic_load(&loop->signal_watch) &&
-        atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen)
-        rl_signals_take(loop);
+    if (rl_signals_arrived(loop)) rl_signals_take(loop);
     if (!rl_sources_may_be_signalled(loop)) return false;
     *called_out = true;
     return rl_sources_perform_signalled(loop, run);
@@ -100,8 +101,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
         rl_fd_table_unpark_for(loop, run->mode);
         read_poll_state(loop, run->mode, state);
         if (!poll) {
-            deadline = rl_timers_wake_date(run->mode);
-            if (run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+            deadline = rl_wake_deadline(loop, run->mode); /* loop->run is run, and no host waits */
             /* A block queued for this mode must run before the loop sleeps, and a stop be seen:
              * each comes with a wakeup, which this pass's start may have cleared (wake.c). Both
              * are set under the lock. */

@@ -34,6 +34,7 @@
  * for the handlers counted, so none still reads it.
  */
 #include "internal.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <fcntl.h>

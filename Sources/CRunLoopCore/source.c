@@ -13,6 +13,9 @@
  * allocates: it leaves one mode at a time.
  */
 #include "membership.h"
+#include "fd_table.h"
+#include "wake.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,6 +8,8 @@
  * (its place in the loop's list), which the owner loop turns back into the mode.
  */
 #include "membership.h"
+#include "wake.h"
+#include "lag.h"
 
 #include <errno.h>
 #include <math.h>
@@ -57,10 +59,6 @@ static inline rl_timer_t *timer_of(rl_timer_entry *e) {
 }
 
 rl_timer_t *rl_timer_of_node(rl_heap_node *node) { return timer_of((rl_timer_entry *)node); }
-
-static inline rl_timer_t *timer_at(const rl_heap *h, size_t i) {
-    return timer_of((rl_timer_entry *)h->slots[i].node);
-}
 
 /* A valid timer in no loop, its context not set; NULL with errno set. */
 static rl_timer_t *new_timer(double fire_date, double interval, long order, rl_timer_callback_t callback,
@@ -184,16 +182,6 @@ static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
 
 static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
 
-/* Slot i holds a timer whose callout is running, or a hole: either way the wake date passes
- * over it (its subtree still counts). */
-static bool is_passed_over(const rl_heap *h, size_t i) {
-    return !h->slots[i].node || (atomic_load_explicit(&timer_at(h, i)->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING);
-}
-
-static double tolerance_of(const rl_heap *h, size_t i) {
-    return atomic_load_explicit(&timer_at(h, i)->tolerance, memory_order_relaxed);
-}
-
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
@@ -218,7 +206,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         e->next = t->first.next;
         t->first.next = e;
     }
-    rl_loop_timers_changed(loop, mode);
+    rl_wake_timers_changed(loop, mode);
     return 0;
 }
 
@@ -238,7 +226,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         prev->next = e->next;
         free(e);
     }
-    rl_loop_timers_changed(loop, mode);
+    rl_wake_timers_changed(loop, mode);
     return true;
 }
 
@@ -398,7 +386,7 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
         rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
         rl_heap_update(&mode->timers, &e->node, date);
-        rl_loop_timers_changed(loop, mode);
+        rl_wake_timers_changed(loop, mode);
     }
 }
 
@@ -432,48 +420,28 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
     for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
-        if (is_used(e)) rl_loop_timers_changed(loop, mode_of(loop, e));
+        if (is_used(e)) rl_wake_timers_changed(loop, mode_of(loop, e));
     rl_owner_unlock(&t->loop, loop);
     return 0;
 }
 
+/* How late the timer of node, due at when, may fire: within its tolerance. A timer whose callout
+ * is running (a nested run inside it) is passed over, as CF does, or the nested run would spin on
+ * its past date. */
+static bool latest_fire(const rl_heap_node *node, double when, double *until) {
+    rl_timer_t *t = timer_of((rl_timer_entry *)node);
+    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING) return false;
+    *until = when + atomic_load_explicit(&t->tolerance, memory_order_relaxed);
+    return true;
+}
+
 /*
  * The date to wake for mode's timers: the earliest fire date, pushed as late as every timer's
- * window allows. Any timer due by the wake date w must have fire date + tolerance >= w, so w is
- * the minimum of fire + tolerance over the timers with fire <= w; a depth-first walk from the
- * root visits only those (a subtree whose root is later than w is skipped). Timers whose callout
- * is running (a nested run inside it) are passed over, as CF does, or the nested run would spin
- * on their past date. The walk is capped: past the cap, w stops at the fire date of the first
- * node not explored, which every timer in that subtree can meet.
+ * window allows (rl_heap_coalesce: any timer due by the wake date w must have fire date +
+ * tolerance >= w). Timers whose callout is running are passed over. The walk is capped at 32
+ * timers.
  */
-double rl_timers_wake_date(rl_mode *mode) {
-    rl_heap *h = &mode->timers;
-    const rl_heap_slot *first = rl_heap_first(h);
-    if (!first) return INFINITY;
-    if (!is_passed_over(h, 0) && tolerance_of(h, 0) == 0) return first->when; /* nothing is due earlier */
-    enum { CAP = 32, STACK = 256 };
-    size_t stack[STACK], depth = 0, visited = 0;
-    double w = INFINITY;
-    stack[depth++] = 0;
-    while (depth) {
-        size_t i = stack[--depth];
-        double when = h->slots[i].when;
-        if (when > w) continue;
-        if (!is_passed_over(h, i)) {
-            if (++visited > CAP) {
-                if (when < w) w = when;
-                continue;
-            }
-            double latest = when + tolerance_of(h, i);
-            if (latest < w) w = latest;
-        }
-        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
-            if (depth < STACK) stack[depth++] = c;
-            else if (h->slots[c].when < w) w = h->slots[c].when;
-        }
-    }
-    return w;
-}
+double rl_timers_wake_date(rl_mode *mode) { return rl_heap_coalesce(&mode->timers, latest_fire, 32); }
 
 /* ---- The timer phase of a pass ---------------------------------------------------------------- */
 
@@ -618,42 +586,44 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
 
 enum { FIRE_AHEAD = 8 };
 
+/* The due timers a pass takes: a list that starts on the stack and doubles. */
+typedef struct {
+    due_timer *due, *inline_due;
+    size_t n, cap;
+    bool complete; /* false once a timer did not fit (out of memory) */
+} due_list;
+
+/* rl_heap_visit_due's visit: take the timer of slot. One that does not fit in the list (out of
+ * memory) is left for the next pass, with its subtree, so what fires now is still a prefix of
+ * the order. */
+static bool take_due(void *ctx, const rl_heap_slot *slot) {
+    due_list *l = ctx;
+    if (l->n == l->cap) {
+        due_timer *grown = rl_malloc(2 * l->cap * sizeof *grown);
+        if (!grown) {
+            l->complete = false;
+            return false;
+        }
+        memcpy(grown, l->due, l->n * sizeof *l->due);
+        if (l->due != l->inline_due) free(l->due);
+        l->due = grown;
+        l->cap *= 2;
+    }
+    l->due[l->n++] = (due_timer){*slot, NULL};
+    return true;
+}
+
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     enum { INLINE = 32 };
-    due_timer inline_due[INLINE], *due = inline_due;
-    size_t n = 0, cap = INLINE;
-    bool complete = true;
+    due_timer inline_due[INLINE];
+    due_list list = {inline_due, inline_due, 0, INLINE, true};
     double now = rl_time_now();
     pthread_mutex_lock(&loop->lock);
-    rl_heap *h = &run->mode->timers;
-    const rl_heap_slot *first = rl_heap_first(h);
-    if (first && first->when <= now) {
-        /* Depth-first over the due part of the heap (a subtree at the root), through holes too
-         * (their children may be due). The stack holds at most 3 slots per level below the root
-         * plus 4 children, and 32-bit indexes make at most 17 levels. A timer that does not fit
-         * in the list (out of memory) is left for the next pass, with its subtree, so what fires
-         * now is still a prefix of the order. */
-        size_t stack[64], depth = 0;
-        stack[depth++] = 0;
-        while (depth) {
-            size_t i = stack[--depth];
-            if (h->slots[i].node) {
-                if (n == cap) {
-                    due_timer *grown = rl_malloc(2 * cap * sizeof *grown);
-                    if (!grown) {
-                        complete = false;
-                        continue;
-                    }
-                    memcpy(grown, due, n * sizeof *due);
-                    if (due != inline_due) free(due);
-                    due = grown;
-                    cap *= 2;
-                }
-                due[n++] = (due_timer){h->slots[i], NULL};
-            }
-            for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
-                if (h->slots[c].when <= now) stack[depth++] = c;
-        }
+    rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
+    due_timer *due = list.due;
+    size_t n = list.n;
+    bool complete = list.complete;
+    if (n) {
         if (n < 256 || !radix_sort_due(due, n)) sort_due(due, n);
         /* The timers are scattered over the heap, and each retain is a locked instruction that
          * waits for its line: start loading a few ahead (a prefetch is not held up by it), so

@@ -3,6 +3,7 @@
 #include "alloc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 static inline void place(rl_heap *h, size_t i, rl_heap_slot s) {
@@ -137,6 +138,36 @@ void rl_heap_free(rl_heap *h) {
     free(h->slots);
     h->slots = NULL;
     h->count = h->capacity = h->holes = 0;
+}
+
+double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, double when, double *until),
+                        unsigned cap) {
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (!first) return INFINITY;
+    double until;
+    if (latest(first->node, first->when, &until) && until == first->when) return until; /* nothing is due earlier */
+    enum { STACK = 256 };
+    size_t stack[STACK], depth = 0;
+    unsigned counted = 0;
+    double w = INFINITY;
+    stack[depth++] = 0;
+    while (depth) {
+        size_t i = stack[--depth];
+        double when = h->slots[i].when;
+        if (when > w) continue;
+        if (h->slots[i].node && latest(h->slots[i].node, when, &until)) {
+            if (++counted > cap) {
+                if (when < w) w = when;
+                continue;
+            }
+            if (until < w) w = until;
+        }
+        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
+            if (depth < STACK) stack[depth++] = c;
+            else if (h->slots[c].when < w) w = h->slots[c].when;
+        }
+    }
+    return w;
 }
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {

@@ -21,8 +21,8 @@
  * in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires thousands of due one-shot
  * timers, then costs O(n) in all instead of O(n log n). Holes never outnumber live slots, so
  * memory stays within twice the live count (and the array shrinks after a burst).
- * Whoever walks the slots directly (the timer phase, the wake date, describe, verify) skips holes:
- * a hole's node is NULL.
+ * Only this heap walks its slots: the timer phase, the wake date, describe and verify go through
+ * rl_heap_visit_due, rl_heap_coalesce and rl_heap_next, which pass over the holes.
  */
 #ifndef RL_TIMER_HEAP_H
 #define RL_TIMER_HEAP_H
@@ -71,6 +71,18 @@ static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) 
     return node->index < h->count && h->slots[node->index].node == node;
 }
 
+/* The next node of h from *i on, in array order (not key order), holes passed over, and its date
+ * in *when; NULL past the last. Every node once: for (size_t i = 0; (node = rl_heap_next(h, &i,
+ * &when));). Reads only. */
+static inline rl_heap_node *rl_heap_next(const rl_heap *h, size_t *i, double *when) {
+    for (; *i < h->count; ++*i)
+        if (h->slots[*i].node) {
+            *when = h->slots[*i].when;
+            return h->slots[(*i)++].node;
+        }
+    return NULL;
+}
+
 /* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
  * the heap is down to a quarter of it (above 256 slots). */
 __attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
@@ -82,6 +94,41 @@ __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap 
 /* Give node (in h) the key (when, its order, its seq) and restore the order. */
 __attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node, double when);
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
+
+/* Call visit(ctx, slot) for every node keyed at or before date: a depth-first walk from the root
+ * over the subtree of the due slots (a slot later than date has no due child), through holes too
+ * (their children may be due), in no particular order; the caller sorts by rl_heap_slot_less if
+ * it wants the key order. visit returns false to pass over the node's subtree (it could not take
+ * the node). Pops the holes at the top first, as rl_heap_first does. Inline, so that a static
+ * visit is inlined into the walk: the timer phase calls it every pass that has a timer due. */
+static inline void rl_heap_visit_due(rl_heap *h, double date, bool (*visit)(void *ctx, const rl_heap_slot *slot),
+                                     void *ctx) {
+    const rl_heap_slot *first = rl_heap_first(h);
+    if (!first || !(first->when <= date)) return;
+    /* The stack holds at most 3 slots per level below the root plus 4 children, and 32-bit
+     * indexes make at most 17 levels. */
+    size_t stack[64], depth = 0;
+    stack[depth++] = 0;
+    while (depth) {
+        size_t i = stack[--depth];
+        if (h->slots[i].node && !visit(ctx, &h->slots[i])) continue;
+        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
+            if (h->slots[c].when <= date) stack[depth++] = c;
+    }
+}
+
+/* Coalescing: the latest date w such that every node keyed at or before w may be served at w,
+ * where a node may be served from its date to the date latest gives it (at least its date), or
+ * INFINITY when h is empty. That is the least of latest over the nodes keyed at or before w,
+ * found by a depth-first walk from the root that passes over every subtree whose root is later
+ * than the least found so far. latest returns false for a node to pass over (it counts for
+ * nothing; its subtree still does), as holes are. The walk is capped: past cap nodes counted, w
+ * stops at the date of the first node not explored, which every node of its subtree can meet.
+ * When the earliest node is counted and may be served at its date alone, that date is the answer
+ * at once. Pops the holes at the top first. */
+__attribute__((visibility("hidden"))) double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node,
+                                                                                           double when, double *until),
+                                                              unsigned cap);
 /* Check every invariant (parent <= child, stored indexes, the hole count); returns false and names the first
  * broken one in *why. The tests call it after mutations. */
 __attribute__((visibility("hidden"))) bool rl_heap_verify(const rl_heap *h, const char **why);

@@ -5,6 +5,7 @@
  * since that is a state that cannot happen.
  */
 #include "internal.h"
+#include "fd_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,11 +45,13 @@ static bool observer_not_after(const rl_observer_t *a, const rl_observer_t *b) {
 static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
     const char *why = NULL;
     CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
-    for (size_t i = 0; i < m->timers.count; i++) {
-        if (!m->timers.slots[i].node) continue; /* a hole (timer_heap.h) */
-        rl_timer_entry *e = (rl_timer_entry *)m->timers.slots[i].node;
+    rl_heap_node *node;
+    double when;
+    for (size_t i = 0; (node = rl_heap_next(&m->timers, &i, &when));) {
+        rl_timer_entry *e = (rl_timer_entry *)node;
         rl_timer_t *t = rl_timer_of_node(&e->node);
-        CHECK(e->node.user >> 1 == m->id + 1, "mode %s: heap entry %zu belongs to another mode", m->name, i);
+        CHECK(e->node.user >> 1 == m->id + 1, "mode %s: heap entry %zu belongs to another mode", m->name,
+              (size_t)e->node.index);
         CHECK(loop->modes.items[m->id] == m, "mode %s: its id is not its place", m->name);
         CHECK(atomic_load(&t->loop) == loop, "mode %s: timer %p is in the heap but owned by %p", m->name,
               (void *)t, (void *)atomic_load(&t->loop));
@@ -60,8 +63,8 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
                   "mode %s: timer %p chains a bad entry", m->name, (void *)t);
         }
         CHECK(listed, "mode %s: timer %p does not list its heap entry", m->name, (void *)t);
-        CHECK(m->timers.slots[i].when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f",
-              m->name, (void *)t, m->timers.slots[i].when, atomic_load(&t->fire_date));
+        CHECK(when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f",
+              m->name, (void *)t, when, atomic_load(&t->fire_date));
         CHECK(e->node.order == t->first.node.order, "mode %s: timer %p keyed with another order", m->name, (void *)t);
         CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE), "mode %s: timer %p is owned, yet its context's release is due",
               m->name, (void *)t);

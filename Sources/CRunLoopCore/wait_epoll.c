@@ -11,7 +11,9 @@
  * a timerfd is not stretched by the thread's timer slack (50 us by default) and has nanosecond
  * resolution, and an absolute date needs no recomputation after EINTR.
  */
-#include "internal.h"
+#include "wait.h"
+#include "alloc.h"    /* its fault points */
+#include "crunloop.h" /* RL_FD_* */
 
 #include <errno.h>
 #include <math.h>

@@ -8,7 +8,7 @@
  * the loop has claimed the right to block in its wait. A waker sets PENDING. The loop clears both
  * when a pass begins, sets SLEEPING just before it blocks, and clears it when the wait returns.
  * A host's query (rl_loop_get_backend_timeout, backend.c) claims SLEEPING too, on the host's
- * behalf, and nothing clears it when the host's wait ends: it stays set (rl_loop_is_waiting is
+ * behalf (rl_wake_claim_for_host), and nothing clears it when the host's wait ends: it stays set (rl_loop_is_waiting is
  * true, and the first wakeup writes the eventfd) until the next pass begins and stores 0, or the
  * next query finds it set already.
  *
@@ -62,17 +62,22 @@
  * also ends when a signal the loop watches moves the signal generation (the handler ran on
  * another thread: the loop's own blocks them outside its waits), and when another thread moves
  * the timerfd of the awaited mode earlier, to a date within a window from now
- * (rl_wake_timer_moved_earlier: PENDING, set only while SLEEPING is not, so no write; a loop
+ * (rl_wake_timers_changed: PENDING, set only while SLEEPING is not, so no write; a loop
  * that is not spinning but about to wait then polls once instead of sleeping for less than a
  * window).
  */
+#include "wake.h"
 #include "internal.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <unistd.h>
+
+/* Bits of loop->wake_state. */
+enum { RL_WAKE_SLEEPING = 1u, RL_WAKE_PENDING = 2u };
 
 /* How long a loop that was just busy looks for more work before it sleeps, unless told otherwise
  * (rl_loop_set_spin): well under the cost of a sleep and a wakeup (about 20-40 us on a VM), well
@@ -119,11 +124,7 @@ void rl_wake_end_pass(rl_loop_t *loop, bool busy) { loop->wake_spin = busy; }
 
 /* A wakeup, or a signal the loop watches (its handler writes the signal eventfd, which only a
  * wait sees; it moves the generation first, signal.c). */
-static bool woken(rl_loop_t *loop) {
-    return pending(loop) ||
-           (atomic_load_explicit(&loop->signal_watch, memory_order_relaxed) &&
-            atomic_load_explicit(&rl_signal_generation, memory_order_relaxed) != loop->signal_seen);
-}
+static bool woken(rl_loop_t *loop) { return pending(loop) || rl_signals_arrived(loop); }
 
 /* Look for a wakeup for the loop's spin window, but not past deadline (a timer due then must not
  * wait for the window to end); whether one came. */
@@ -139,13 +140,44 @@ static bool spin_for_wakeup(rl_loop_t *loop, double deadline) {
     return woken(loop);
 }
 
-void rl_wake_timer_moved_earlier(rl_loop_t *loop, double deadline) {
+/* Another thread moved the timerfd of the mode the loop waits in to an earlier deadline (loop
+ * locked): a loop spinning toward the old one (it fixed it before it spun) is told, with a
+ * PENDING and no write, when the new one falls within a spin window; a sleeping loop is not
+ * (its timerfd wakes it). */
+static void timer_moved_earlier(rl_loop_t *loop, double deadline) {
     double window = atomic_load_explicit(&loop->spin, memory_order_relaxed);
     if (!(window > 0) || deadline >= rl_time_now() + window) return; /* the spin ends first */
     unsigned old = atomic_load(&loop->wake_state);
     while (!(old & (RL_WAKE_SLEEPING | RL_WAKE_PENDING)))
         if (atomic_compare_exchange_weak(&loop->wake_state, &old, old | RL_WAKE_PENDING)) return;
 }
+
+double rl_wake_deadline(rl_loop_t *loop, rl_mode *mode) {
+    double deadline = rl_timers_wake_date(mode);
+    rl_run_frame *run = loop->run;
+    if (run && !loop->host_mode && run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;
+    return deadline;
+}
+
+void rl_wake_timers_changed(rl_loop_t *loop, rl_mode *mode) {
+    /* The loop's own thread rearms before it next waits (or before its host next polls); only
+     * another thread must rearm now, for the mode the loop, or its host, may be sleeping in. */
+    rl_mode *sleeping = rl_loop_awaited_mode(loop);
+    if (sleeping != mode || rl_tls_loop == loop || loop->dead) return;
+    double deadline = rl_wake_deadline(loop, mode);
+    /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
+     * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding
+     * and removing timers that are not the earliest costs none. */
+    double armed = loop->wait.armed;
+    rl_wait_arm(&loop->wait, deadline);
+    if (deadline < armed) timer_moved_earlier(loop, deadline);
+}
+
+bool rl_wake_claim_for_host(rl_loop_t *loop) {
+    return atomic_fetch_or(&loop->wake_state, RL_WAKE_SLEEPING) & RL_WAKE_PENDING;
+}
+
+void rl_wake_drop_pending(rl_loop_t *loop) { atomic_fetch_and(&loop->wake_state, ~(unsigned)RL_WAKE_PENDING); }
 
 bool rl_wake_try_sleep(rl_loop_t *loop, double deadline) {
     if (loop->wake_spin && spin_for_wakeup(loop, deadline)) return false;

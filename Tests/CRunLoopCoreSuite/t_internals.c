@@ -1,8 +1,9 @@
 /*
  * t_internals.c - the core's pure data structures against naive models: the 4-ary timer heap
- * (checked with rl_heap_verify after every mutation), the pointer set (backward-shift deletion
- * is easy to get subtly wrong) and the ready vector's stable sort; and internal state no API
- * shows (when the timerfd is set). Hidden symbols link fine into this static test build.
+ * (checked with rl_heap_verify after every mutation) and its walks, the pointer set
+ * (backward-shift deletion is easy to get subtly wrong) and the ready vector's stable sort; and
+ * internal state no API shows (when the timerfd is set). Hidden symbols link fine into this
+ * static test build.
  */
 #include "rlt.h"
 #include "../../Sources/CRunLoopCore/internal.h"
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +104,93 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
     RLT_CHECK(peak > 256);
     RLT_CHECK(h.capacity <= 512);
     rl_heap_free(&h);
+}
+
+/* The walks the timer phase makes over a heap (rl_heap_visit_due, rl_heap_coalesce, rl_heap_next),
+ * on a heap with holes, against models that look at every node. */
+enum { WALK_NODES = 1500 };
+static rl_heap_node walk_nodes[WALK_NODES];
+static double walk_when[WALK_NODES], walk_tolerance[WALK_NODES];
+static bool walk_in[WALK_NODES], walk_passed[WALK_NODES], walk_seen[WALK_NODES];
+
+static bool walk_visit(void *ctx, const rl_heap_slot *slot) {
+    size_t k = (size_t)(slot->node - walk_nodes);
+    if (walk_seen[k] || slot->when != walk_when[k]) ++*(int *)ctx; /* twice, or misdated */
+    walk_seen[k] = true;
+    return true;
+}
+
+static bool walk_latest(const rl_heap_node *node, double when, double *until) {
+    size_t k = (size_t)(node - walk_nodes);
+    if (walk_passed[k]) return false;
+    *until = when + walk_tolerance[k];
+    return true;
+}
+
+RLT_TEST(timer_heap_walks_match_models) {
+    rl_heap h = {0};
+    uint64_t seq = 0;
+    RLT_CHECK(rl_heap_coalesce(&h, walk_latest, 1000000) == INFINITY);
+    for (int round = 0; round < 40; round++) {
+        /* Churn: inserts, removals (holes) and updates. */
+        for (int step = 0; step < 400; step++) {
+            int i = (int)(rng() % WALK_NODES);
+            if (!walk_in[i]) {
+                walk_when[i] = (double)(rng() % 500);
+                walk_nodes[i].order = (long)(rng() % 3);
+                walk_nodes[i].seq = ++seq;
+                RLT_CHECK_EQ(rl_heap_insert(&h, &walk_nodes[i], walk_when[i]), 0);
+                walk_in[i] = true;
+            } else if (rng() % 2) {
+                rl_heap_remove(&h, &walk_nodes[i]);
+                walk_in[i] = false;
+            } else {
+                walk_when[i] = (double)(rng() % 500);
+                walk_nodes[i].seq = ++seq;
+                rl_heap_update(&h, &walk_nodes[i], walk_when[i]);
+            }
+        }
+        for (int k = 0; k < WALK_NODES; k++) {
+            walk_tolerance[k] = (double)(rng() % 40);
+            walk_passed[k] = rng() % 5 == 0;
+        }
+        /* rl_heap_next: every node once, with its date. */
+        memset(walk_seen, 0, sizeof walk_seen);
+        int bad = 0;
+        size_t count = 0;
+        double when;
+        rl_heap_node *node;
+        for (size_t i = 0; (node = rl_heap_next(&h, &i, &when));) {
+            size_t k = (size_t)(node - walk_nodes);
+            if (walk_seen[k] || !walk_in[k] || when != walk_when[k]) bad++;
+            walk_seen[k] = true;
+            count++;
+        }
+        RLT_CHECK_EQ(bad, 0);
+        RLT_CHECK_EQ(count, rl_heap_size(&h));
+        /* rl_heap_visit_due: exactly the nodes keyed at or before the date. */
+        double date = (double)(rng() % 520);
+        memset(walk_seen, 0, sizeof walk_seen);
+        rl_heap_visit_due(&h, date, walk_visit, &bad);
+        RLT_CHECK_EQ(bad, 0);
+        for (int k = 0; k < WALK_NODES; k++)
+            if (walk_seen[k] != (walk_in[k] && walk_when[k] <= date)) bad++;
+        RLT_CHECK_EQ(bad, 0);
+        /* rl_heap_coalesce, uncapped: the least until over the counted nodes due by it. */
+        double model = INFINITY;
+        for (double d = 0; d < 500 && d <= model; d++)
+            for (int k = 0; k < WALK_NODES; k++)
+                if (walk_in[k] && !walk_passed[k] && walk_when[k] == d && d + walk_tolerance[k] < model)
+                    model = d + walk_tolerance[k];
+        RLT_CHECK(rl_heap_coalesce(&h, walk_latest, 1000000) == model);
+        /* Capped, the date is never later. */
+        double capped = rl_heap_coalesce(&h, walk_latest, 2);
+        RLT_CHECK(capped <= model);
+        const char *why = "";
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    rl_heap_free(&h);
+    memset(walk_in, 0, sizeof walk_in);
 }
 
 /* Removing most of a big heap's nodes costs no sift each: holes pile up until they outnumber

@@ -6,6 +6,7 @@
  */
 #include "rlt.h"
 #include "../../Sources/CRunLoopCore/internal.h"
+#include "../../Sources/CRunLoopCore/wake.h" /* rl_cpu_count_override, rl_wake_default_spin */
 
 #include <errno.h>
 #include <math.h>
