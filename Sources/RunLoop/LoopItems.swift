@@ -317,6 +317,14 @@ class ItemLife: @unchecked Sendable {
 
     init(isSource: Bool) { self.isSource = isSource }
 
+    /// A life of its own, for a handle around a C object made elsewhere (the tests' handles):
+    /// its end touches nothing of the object's context.
+    static func standalone(_ raw: OpaquePointer, isSource: Bool) -> ItemLife {
+        let life = ItemLife(isSource: isSource)
+        life.raw = raw
+        return life
+    }
+
     /// Releases the item's closures (the subclass holds them).
     func releaseBody() {}
 

@@ -69,9 +69,7 @@ public final class LoopObserver: LoopItem, @unchecked Sendable {
     /// Wraps `raw`, a C object made elsewhere (the tests), taking a new reference to it. Such a
     /// handle's life is its own: its end touches nothing of the object's context.
     convenience init(retaining raw: OpaquePointer) {
-        let life = ItemLife(isSource: false)
-        life.raw = raw
-        self.init(retaining: raw, life: life)
+        self.init(retaining: raw, life: .standalone(raw, isSource: false))
     }
 
     init(retaining raw: OpaquePointer, life: ItemLife) {
