@@ -7,7 +7,7 @@
  * per readiness (level-triggered), GET -> the same fixed 200 response, keep-alive unless
  * `Connection: close`, 405 and close for other methods, pipelining, backpressure (EAGAIN: keep the
  * rest, wait for EPOLLOUT only), SIGTERM/SIGINT (a signalfd) close everything and exit 0, and the
- * same counters printed at exit.
+ * same counters printed at exit; the HTTP part itself is the example's (examples/c/http_exchange.h).
  *
  * Idle timeouts: every connection has the same timeout, so the connections sorted by deadline are
  * the connections in order of their last activity: a doubly-linked list, where re-arming moves a
@@ -33,32 +33,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../examples/c/http_exchange.h"
+
 #define NAME "http-floor"
 
-enum { IN_CAP = 8192, OUT_HIGH = 64 * 1024, MAX_EVENTS = 256 };
-
-static const char RESPONSE_KEEP[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
-    "Connection: keep-alive\r\n\r\nHello, world\n";
-static const char RESPONSE_CLOSE[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
-    "Connection: close\r\n\r\nHello, world\n";
-static const char RESPONSE_405[] =
-    "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Length: 0\r\n"
-    "Connection: close\r\n\r\n";
-static const char RESPONSE_431[] =
-    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-    "Connection: close\r\n\r\n";
+enum { MAX_EVENTS = 256 };
 
 struct conn {
     int fd;
-    bool stalled, close_after_flush;
+    bool stalled;
     double deadline;
     struct conn *prev, *next;   /* the idle list, oldest activity first */
-    size_t in_len;
-    char *out;
-    size_t out_len, out_off, out_cap;
-    char in[IN_CAP];
+    struct http_io io;         /* its bytes (http_exchange.h) */
 };
 
 /* Tags in epoll_event.data.ptr for the two fds that are not connections. */
@@ -102,7 +88,7 @@ static void conn_close(struct conn *c) {
     if (epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL) != 0)
         fprintf(stderr, NAME ": epoll_ctl DEL: %s\n", strerror(errno));
     if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
-    free(c->out);
+    free(c->io.out);
     free(c);
     open_conns--;
     if (accept_paused) {
@@ -126,95 +112,27 @@ static bool set_events(struct conn *c, unsigned events) {
     return true;
 }
 
-static bool out_append(struct conn *c, const char *data, size_t len) {
-    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
-    if (c->out_len + len > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 1024;
-        while (cap < c->out_len + len) cap *= 2;
-        char *p = realloc(c->out, cap);
-        if (!p) return false;
-        c->out = p;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
-    return true;
-}
-
-static bool wants_close(const char *h, size_t len) {
-    const char *eol = memchr(h, '\n', len);
-    bool http10 = eol && eol - h >= 9 && memcmp(eol - 9, "HTTP/1.0\r", 9) == 0;
-    bool close_ = false, keep = false;
-    for (const char *p = eol ? eol + 1 : h + len; p < h + len;) {
-        const char *e = memchr(p, '\n', (size_t)(h + len - p));
-        if (!e) break;
-        size_t n = (size_t)(e - p);
-        if (n > 11 && strncasecmp(p, "connection:", 11) == 0) {
-            char v[64];
-            size_t vn = n - 11 < sizeof v - 1 ? n - 11 : sizeof v - 1;
-            memcpy(v, p + 11, vn);
-            v[vn] = 0;
-            if (strcasestr(v, "close")) close_ = true;
-            if (strcasestr(v, "keep-alive")) keep = true;
-        }
-        p = e + 1;
-    }
-    return close_ || (http10 && !keep);
-}
-
-/* Returns false when the connection was closed. */
+/* Answers the requests buffered (http_exchange.h) and re-arms the idle timeout if it answered
+ * any. Returns false when the connection was closed (out of memory). */
 static bool answer_requests(struct conn *c) {
-    size_t off = 0;
-    unsigned n = 0;
-    while (!c->close_after_flush && c->out_len - c->out_off < OUT_HIGH) {
-        const char *req = c->in + off;
-        const char *end = memmem(req, c->in_len - off, "\r\n\r\n", 4);
-        if (!end) break;
-        size_t len = (size_t)(end - req) + 4;
-        const char *resp;
-        size_t rlen;
-        if (memcmp(req, "GET ", 4) == 0) {
-            if (wants_close(req, len)) {
-                c->close_after_flush = true;
-                resp = RESPONSE_CLOSE, rlen = sizeof RESPONSE_CLOSE - 1;
-            } else {
-                resp = RESPONSE_KEEP, rlen = sizeof RESPONSE_KEEP - 1;
-            }
-        } else {
-            c->close_after_flush = true;
-            resp = RESPONSE_405, rlen = sizeof RESPONSE_405 - 1;
-        }
-        if (!out_append(c, resp, rlen)) {
-            conn_close(c);
-            return false;
-        }
-        off += len;
-        n++;
-    }
-    if (off) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
+    long n = http_answer(&c->io);
+    if (n < 0) {
+        conn_close(c);
+        return false;
     }
     if (n) {
-        requests += n;
+        requests += (unsigned long)n;
         rearm(c);
-    }
-    if (!c->close_after_flush && c->in_len == IN_CAP) {
-        c->close_after_flush = true;
-        if (!out_append(c, RESPONSE_431, sizeof RESPONSE_431 - 1)) {
-            conn_close(c);
-            return false;
-        }
     }
     return true;
 }
 
 static bool flush(struct conn *c) {
     bool progressed = false;
-    while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+    while (c->io.out_off < c->io.out_len) {
+        ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
         if (n > 0) {
-            c->out_off += (size_t)n;
+            c->io.out_off += (size_t)n;
             progressed = true;
             continue;
         }
@@ -232,8 +150,8 @@ static bool flush(struct conn *c) {
         conn_fail(c, "send", n < 0 ? errno : EPIPE);
         return false;
     }
-    c->out_off = c->out_len = 0;
-    if (c->close_after_flush) {
+    c->io.out_off = c->io.out_len = 0;
+    if (c->io.close_after_flush) {
         conn_close(c);
         return false;
     }
@@ -247,7 +165,7 @@ static bool flush(struct conn *c) {
 static void pump(struct conn *c) {
     for (;;) {
         if (!answer_requests(c)) return;
-        if (c->out_len == c->out_off) return;
+        if (c->io.out_len == c->io.out_off) return;
         if (!flush(c)) return;
     }
 }
@@ -258,9 +176,9 @@ static void on_conn(struct conn *c) {
         return;
     }
     for (;;) {
-        ssize_t n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+        ssize_t n = read(c->fd, c->io.in + c->io.in_len, HTTP_IN_CAP - c->io.in_len);
         if (n > 0) {
-            c->in_len += (size_t)n;
+            c->io.in_len += (size_t)n;
             pump(c);
             return;
         }

@@ -11,8 +11,9 @@
  *     not yet written); requests are parsed minimally: the headers end at \r\n\r\n, GET gets a
  *     small fixed 200 response with Content-Length, kept alive unless the request says
  *     `Connection: close` (or is HTTP/1.0 without keep-alive); any other method gets a 405 and the
- *     connection closes after it. Pipelined requests are answered in order;
- *   - the idle timer is re-armed (rl_timer_set_next_fire_date(timer, rl_time_now() + idle)) at
+ *     connection closes after it. Pipelined requests are answered in order (http_exchange.h, shared
+ *     with the benchmark's epoll floor, so that the two servers differ only in their loop);
+ *   - the idle timer is re-armed (rl_timer_set_next_fire_in(timer, idle): crunloop.h, TIMEOUTS) at
  *     each batch of requests read, and when a stalled write makes progress; when it fires the
  *     connection closes;
  *   - backpressure: when send() says EAGAIN the rest is kept, the source's events become
@@ -48,22 +49,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http_exchange.h"
+
 #define NAME "10-http-server"
-
-enum { IN_CAP = 8192, OUT_HIGH = 64 * 1024 };
-
-static const char RESPONSE_KEEP[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
-    "Connection: keep-alive\r\n\r\nHello, world\n";
-static const char RESPONSE_CLOSE[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
-    "Connection: close\r\n\r\nHello, world\n";
-static const char RESPONSE_405[] =
-    "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Length: 0\r\n"
-    "Connection: close\r\n\r\n";
-static const char RESPONSE_431[] =
-    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-    "Connection: close\r\n\r\n";
 
 struct server;
 
@@ -71,16 +59,12 @@ struct conn {
     int refs;                 /* one per context holding it (source, timer) + the creator's */
     bool closed;              /* closed: callouts due in the same pass return at once */
     bool stalled;             /* output pending: waiting for RL_FD_WRITABLE, not reading */
-    bool close_after_flush;   /* Connection: close, or an error response */
     int fd;
     rl_source_t *source;      /* our references, dropped when the connection closes */
     rl_timer_t *timer;
     struct server *srv;
     struct conn *prev, *next; /* the server's list of open connections */
-    size_t in_len;
-    char *out;
-    size_t out_len, out_off, out_cap;
-    char in[IN_CAP];
+    struct http_io io;         /* its bytes (http_exchange.h) */
 };
 
 struct server {
@@ -104,7 +88,7 @@ static const void *conn_retain(const void *info) {
 static void conn_release(const void *info) {
     struct conn *c = (struct conn *)info;
     if (--c->refs == 0) {
-        free(c->out);
+        free(c->io.out);
         free(c);
     }
 }
@@ -140,91 +124,23 @@ static void conn_fail(struct conn *c, const char *what, int err) {
     conn_close(c);
 }
 
-static bool out_append(struct conn *c, const char *data, size_t len) {
-    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
-    if (c->out_len + len > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 1024;
-        while (cap < c->out_len + len) cap *= 2;
-        char *p = realloc(c->out, cap);
-        if (!p) return false;
-        c->out = p;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
-    return true;
-}
-
 /* Does the header block [h, h+len) ask to close? `Connection: close`, or HTTP/1.0 without
  * `Connection: keep-alive`. */
-static bool wants_close(const char *h, size_t len) {
-    const char *eol = memchr(h, '\n', len);
-    bool http10 = eol && eol - h >= 9 && memcmp(eol - 9, "HTTP/1.0\r", 9) == 0;
-    bool close_ = false, keep = false;
-    for (const char *p = eol ? eol + 1 : h + len; p < h + len;) {
-        const char *e = memchr(p, '\n', (size_t)(h + len - p));
-        if (!e) break;
-        size_t n = (size_t)(e - p);
-        if (n > 11 && strncasecmp(p, "connection:", 11) == 0) {
-            char v[64];
-            size_t vn = n - 11 < sizeof v - 1 ? n - 11 : sizeof v - 1;
-            memcpy(v, p + 11, vn);
-            v[vn] = 0;
-            if (strcasestr(v, "close")) close_ = true;
-            if (strcasestr(v, "keep-alive")) keep = true;
-        }
-        p = e + 1;
-    }
-    return close_ || (http10 && !keep);
-}
-
-/* Answer the complete requests in the input buffer (up to OUT_HIGH bytes of output). Returns
+/* Answer the complete requests in the input buffer (up to HTTP_OUT_HIGH bytes of output). Returns
  * false when out of memory (the connection is closed). */
+/* Answers the requests buffered (http_exchange.h) and re-arms the idle timeout if it answered
+ * any. Returns false when the connection was closed (out of memory). */
 static bool answer_requests(struct conn *c) {
-    size_t off = 0;
-    unsigned n = 0;
-    while (!c->close_after_flush && c->out_len - c->out_off < OUT_HIGH) {
-        const char *req = c->in + off;
-        const char *end = memmem(req, c->in_len - off, "\r\n\r\n", 4);
-        if (!end) break;
-        size_t len = (size_t)(end - req) + 4;
-        const char *resp;
-        size_t rlen;
-        if (len >= 4 && memcmp(req, "GET ", 4) == 0) {
-            if (wants_close(req, len)) {
-                c->close_after_flush = true;
-                resp = RESPONSE_CLOSE, rlen = sizeof RESPONSE_CLOSE - 1;
-            } else {
-                resp = RESPONSE_KEEP, rlen = sizeof RESPONSE_KEEP - 1;
-            }
-        } else {
-            c->close_after_flush = true;
-            resp = RESPONSE_405, rlen = sizeof RESPONSE_405 - 1;
-        }
-        if (!out_append(c, resp, rlen)) {
-            fprintf(stderr, NAME ": out of memory for a response\n");
-            conn_close(c);
-            return false;
-        }
-        off += len;
-        n++;
-    }
-    if (off) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
+    long n = http_answer(&c->io);
+    if (n < 0) {
+        fprintf(stderr, NAME ": out of memory for a response\n");
+        conn_close(c);
+        return false;
     }
     if (n) {
-        c->srv->requests += n;
-        int err = rl_timer_set_next_fire_date(c->timer, rl_time_now() + c->srv->idle);
+        c->srv->requests += (unsigned long)n;
+        int err = rl_timer_set_next_fire_in(c->timer, c->srv->idle);
         if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
-    }
-    /* A full buffer with no complete request in it: headers too large. */
-    if (!c->close_after_flush && c->in_len == IN_CAP) {
-        c->close_after_flush = true;
-        if (!out_append(c, RESPONSE_431, sizeof RESPONSE_431 - 1)) {
-            conn_close(c);
-            return false;
-        }
     }
     return true;
 }
@@ -233,10 +149,10 @@ static bool answer_requests(struct conn *c) {
  * everything was written and the connection is open. */
 static bool flush(struct conn *c) {
     bool progressed = false;
-    while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+    while (c->io.out_off < c->io.out_len) {
+        ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
         if (n > 0) {
-            c->out_off += (size_t)n;
+            c->io.out_off += (size_t)n;
             progressed = true;
             continue;
         }
@@ -244,7 +160,7 @@ static bool flush(struct conn *c) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (c->stalled) {
                 if (progressed) {   /* a slow reader that reads is not idle */
-                    int err = rl_timer_set_next_fire_date(c->timer, rl_time_now() + c->srv->idle);
+                    int err = rl_timer_set_next_fire_in(c->timer, c->srv->idle);
                     if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
                 }
                 return false;
@@ -261,8 +177,8 @@ static bool flush(struct conn *c) {
         conn_fail(c, "send", n < 0 ? errno : EPIPE);
         return false;
     }
-    c->out_off = c->out_len = 0;
-    if (c->close_after_flush) {
+    c->io.out_off = c->io.out_len = 0;
+    if (c->io.close_after_flush) {
         conn_close(c);
         return false;
     }
@@ -281,7 +197,7 @@ static bool flush(struct conn *c) {
 static void pump(struct conn *c) {
     for (;;) {
         if (!answer_requests(c)) return;
-        if (c->out_len == c->out_off) return;   /* nothing to write: wait for input */
+        if (c->io.out_len == c->io.out_off) return;   /* nothing to write: wait for input */
         if (!flush(c)) return;                  /* closed or stalled */
     }
 }
@@ -297,9 +213,9 @@ static void on_conn_io(rl_source_t *source, int fd, unsigned events, void *info)
     }
     /* Level-triggered: one read per callout; more data calls again. */
     for (;;) {
-        ssize_t n = read(fd, c->in + c->in_len, IN_CAP - c->in_len);
+        ssize_t n = read(fd, c->io.in + c->io.in_len, HTTP_IN_CAP - c->io.in_len);
         if (n > 0) {
-            c->in_len += (size_t)n;
+            c->io.in_len += (size_t)n;
             pump(c);
             return;
         }
