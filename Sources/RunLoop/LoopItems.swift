@@ -382,12 +382,6 @@ class ItemLife: @unchecked Sendable {
         end()
     }
 
-    /// Whether the C item is valid (no C object yet: no).
-    final var isValidInC: Bool {
-        guard let raw else { return false }
-        return isSource ? rl_source_is_valid(raw) : rl_observer_is_valid(raw)
-    }
-
     private func finish() {
         let before = state.bitwiseOr(ItemLife.finished, ordering: .acquiringAndReleasing).oldValue
         if before & ItemLife.finished != 0 { return }
