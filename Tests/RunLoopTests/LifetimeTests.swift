@@ -205,13 +205,6 @@ struct LifetimeTests {
 
 @Suite("File descriptor sources: cancel handler, close on invalidate, shutdown", .serialized)
 struct FileDescriptorEndTests {
-    /// A connected pair of stream sockets.
-    static func socketPair() -> (Int32, Int32) {
-        var fds: [Int32] = [0, 0]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-        return (fds[0], fds[1])
-    }
-
     /// Whether the peer of `fd` is closed: a read returns end-of-file (0) at once.
     static func peerClosed(_ fd: Int32) -> Bool {
         var pollfd = Glibc.pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -221,7 +214,7 @@ struct FileDescriptorEndTests {
     }
 
     @Test func invalidatingRunsTheCancelHandlerOnceThenClosesTheDescriptor() async throws {
-        let (mine, peer) = Self.socketPair()
+        let (mine, peer) = descriptorPair()
         defer { close(peer) }
         let log = Log<String>()
         try await onNewThread {
@@ -244,7 +237,7 @@ struct FileDescriptorEndTests {
     }
 
     @Test func withoutCloseOnInvalidateTheDescriptorStaysOpen() async throws {
-        let (mine, peer) = Self.socketPair()
+        let (mine, peer) = descriptorPair()
         defer { close(mine); close(peer) }
         let cancelled = Counter()
         try await onNewThread {
@@ -259,7 +252,7 @@ struct FileDescriptorEndTests {
     }
 
     @Test func invalidatedFromItsOwnHandlerTheCancelHandlerRunsAfterTheHandlerReturns() async throws {
-        let (mine, peer) = Self.socketPair()
+        let (mine, peer) = descriptorPair()
         defer { close(peer) }
         let log = Log<String>()
         var byte: UInt8 = 1
@@ -284,7 +277,7 @@ struct FileDescriptorEndTests {
     }
 
     @Test func droppingTheLastReferenceEndsTheSourceToo() async throws {
-        let (mine, peer) = Self.socketPair()
+        let (mine, peer) = descriptorPair()
         defer { close(peer) }
         let cancelled = Counter()
         try await onNewThread {
@@ -301,7 +294,7 @@ struct FileDescriptorEndTests {
 
     @Test func aWorkersShutdownClosesItsSocketsSoABlockedClientReadsEndOfFile() throws {
         let worker = try LoopWorker(name: "server")
-        let (server, client) = Self.socketPair()
+        let (server, client) = descriptorPair()
         defer { close(client) }
         let cancelled = Counter()
         let source = try FileDescriptorSource(

@@ -16,8 +16,8 @@ struct MainQueueTests {
 
     /// Runs the probe with posix_spawn; returns its exit status and standard output.
     static func runProbe(_ arguments: String...) throws -> (status: Int32, output: String) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw ProbeError.spawn(errno) }
+        let pair = descriptorPair()
+        let fds = [pair.0, pair.1]
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

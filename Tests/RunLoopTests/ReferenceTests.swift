@@ -55,8 +55,8 @@ struct ReferenceTests {
     }
 
     @Test func fileDescriptorSourceHandles() throws {
-        var fds: [Int32] = [0, 0]
-        #expect(pipe(&fds) == 0)
+        let pair = descriptorPair()
+        let fds = [pair.0, pair.1]
         defer { close(fds[0]); close(fds[1]) }
         var context = countingContext()
         let raw = try #require(

@@ -243,7 +243,7 @@ struct ReviewTests {
     }
 
     @Test func gap_aFileDescriptorSourceDroppedWhileRegisteredClosesOnceAtTheLoopsEnd() async throws {
-        let (mine, peer) = FileDescriptorEndTests.socketPair()
+        let (mine, peer) = descriptorPair()
         defer { close(peer) }
         let cancelled = Counter()
         try await onNewThread {
@@ -380,8 +380,8 @@ struct ReviewForkTests {
         usleep(10_000)
         var hung = 0
         for _ in 0..<100 {
-            var fds: [Int32] = [0, 0]
-            precondition(pipe(&fds) == 0)
+            let pair = descriptorPair()
+            let fds = [pair.0, pair.1]
             let pid = fork()
             if pid == 0 {
                 let source = LoopSource { _ in }

@@ -105,15 +105,24 @@ func runUntil(
     return condition()
 }
 
-/// A pipe, closed when the value goes.
+/// A connected pair of stream sockets, close-on-exec from birth.
+///
+/// Tests run in parallel and some spawn children (`sleep`, the main-queue probe):
+/// a descriptor made without `SOCK_CLOEXEC` lives on in any child spawned meanwhile,
+/// so its peer sees no end-of-file until that child exits. Every test descriptor
+/// comes from here for that reason.
+func descriptorPair() -> (Int32, Int32) {
+    var fds: [Int32] = [0, 0]
+    precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
+    return (fds[0], fds[1])
+}
+
+/// A one-way channel (one end of a `descriptorPair()` each way), closed when the value goes.
 final class Pipe: Sendable {
     let read: Int32
     let write: Int32
     init() {
-        var fds: [Int32] = [0, 0]
-        precondition(pipe(&fds) == 0)
-        read = fds[0]
-        write = fds[1]
+        (read, write) = descriptorPair()
     }
     func send(_ byte: UInt8 = 1) {
         var b = byte
