@@ -110,6 +110,7 @@ void bench_cross_thread(const bench_opts_t *o, peer_t **peers, int n, json_t *j)
 void bench_scaling(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 void bench_perform(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 void bench_spin(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
+void bench_rearm(const bench_opts_t *o, peer_t **peers, int n, json_t *j);
 /* --memory-child: arm timers of one peer in this fresh process and print the RSS they cost. */
 int memory_child(peer_t *p, long timers, double cap_s, int cpu);
 int heap_child(peer_t *p, long n, double cap_s, int cpu);

@@ -21,11 +21,11 @@ static peer_t *all_peers[] = { &peer_epoll, &peer_futex, &peer_crunloop, &peer_c
 
 static const char *const bench_names[] = { "latency", "throughput", "timers", "precision", "idle",
                                            "pass", "fds", "memory", "firerate", "crossthread",
-                                           "scaling", "perform", "spin" };
+                                           "scaling", "perform", "spin", "rearm" };
 static void (*const bench_fns[])(const bench_opts_t *, peer_t **, int, json_t *) = {
     bench_latency, bench_throughput, bench_timer_heap, bench_timer_precision, bench_idle,
     bench_pass, bench_fds, bench_memory, bench_fire_rate, bench_cross_thread, bench_scaling,
-    bench_perform, bench_spin };
+    bench_perform, bench_spin, bench_rearm };
 
 static int in_list(const char *list, const char *name)
 {

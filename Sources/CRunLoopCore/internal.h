@@ -299,8 +299,11 @@ typedef struct rl_timer_hold {
  * retain (the two cancel). So a held timer's info lives through every callout. IDLE: the timer
  * is in its owner's common set but in none of its modes (removed by name from the last one); it
  * stays the loop's, but fires in no pass, as CF's timer whose last mode went (set and cleared
- * under the owner's lock; read by fire(), unlocked). */
-enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16 };
+ * under the owner's lock; read by fire(), unlocked). TIMEOUT (immutable): a one-shot timer that
+ * its callout leaves valid and dormant, at INFINITY, unless the callout armed it again
+ * (rl_timer_create_timeout). */
+enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16,
+       RL_TIMER_TIMEOUT = 32 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);
@@ -414,6 +417,10 @@ struct rl_loop {
     rl_fd_table fds;
     rl_wait wait;
     uint64_t timer_seq;
+    /* The clock as the callout phase now running on the loop's thread began (rl_callouts_begin
+     * reads it anyway), 0 between phases and once a nested phase ended: the base of
+     * rl_timer_rearm. The loop's thread only. */
+    double phase_time;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
      * under the lock only when it moved since they were collected. */

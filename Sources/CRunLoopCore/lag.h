@@ -32,8 +32,10 @@ RL_HIDDEN void rl_lag_record(rl_loop_t *loop, int kind, unsigned count, double s
 typedef struct { double start, waited, called; } rl_phase;
 
 static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
-    return (rl_phase){ rl_time_now(), atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed),
+    rl_phase phase = { rl_time_now(), atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed),
                        atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) };
+    loop->phase_time = phase.start;
+    return phase;
 }
 
 /* A phase of a pass made count callouts of kind since phase: add its time to time_in_callouts,
@@ -42,6 +44,7 @@ static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
  * nested runs' own phases, which counted themselves. Loop's thread. */
 static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, const rl_phase *phase) {
     double end = rl_time_now();
+    loop->phase_time = 0;
     double waited = atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed) - phase->waited;
     double nested = atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) - phase->called;
     double seconds = end - phase->start - waited, own = seconds - nested;

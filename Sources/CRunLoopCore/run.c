@@ -203,6 +203,7 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     if (isnan(seconds)) return -EINVAL;
     rl_loop_t *loop = rl_loop_get_current();
     if (!loop) return -errno; /* EMFILE, ENFILE, ENOMEM, EAGAIN: a later call tries again */
+    loop->phase_time = 0; /* a run inside a callout ends that callout's loop time (rl_timer_rearm) */
     /* Fields one by one: an initializer would zero the vectors' inline storage on every run. */
     rl_run_frame run;
     run.stop_after_handle = return_after_source_handled;

@@ -131,6 +131,25 @@ rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
     return t;
 }
 
+/* A timeout is a one-shot timer marked TIMEOUT: no other field differs. */
+rl_timer_t *rl_timer_create_timeout(double fire_date, long order, rl_timer_callback_t callback,
+                                    const rl_context_t *context) {
+    rl_timer_t *t = rl_timer_create(fire_date, 0, order, callback, context);
+    if (t) atomic_fetch_or_explicit(&t->obj.bits, RL_TIMER_TIMEOUT, memory_order_relaxed);
+    return t;
+}
+
+rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_callback_t callback,
+                                         const rl_context_t *context) {
+    rl_timer_t *t = rl_timer_create_held(fire_date, 0, order, callback, context);
+    if (t) atomic_fetch_or_explicit(&t->obj.bits, RL_TIMER_TIMEOUT, memory_order_relaxed);
+    return t;
+}
+
+bool rl_timer_is_timeout(rl_timer_t *t) {
+    return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_TIMEOUT);
+}
+
 void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
@@ -381,6 +400,13 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
 static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
+    if (__builtin_expect(!t->first.next && is_used(&t->first), 1)) { /* in one mode: most timers */
+        rl_mode *mode = mode_of(loop, &t->first);
+        t->first.node.seq = ++loop->timer_seq;
+        rl_heap_update(&mode->timers, &t->first.node, date);
+        rl_wake_timers_changed(loop, mode);
+        return;
+    }
     for (rl_timer_entry *e = &t->first; e; e = e->next) {
         if (!is_used(e)) continue;
         rl_mode *mode = mode_of(loop, e);
@@ -390,21 +416,64 @@ static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     }
 }
 
+/* Move t's date: on the loop's own thread with no stripe, no reference and no retry (the owner
+ * pointer only changes under the owner's lock, so once locked it is read once more); from any
+ * other thread, or for a timer in no loop, through rl_owner_lock. */
+static inline void move_date(rl_timer_t *t, double date, const char *where) {
+    rl_loop_t *loop = atomic_load_explicit(&t->loop, memory_order_acquire);
+    if (__builtin_expect(loop && loop == rl_tls_loop, 1)) {
+        pthread_mutex_lock(&loop->lock);
+        if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) == loop, 1)) {
+            set_fire_date_locked(loop, t, date);
+            pthread_mutex_unlock(&loop->lock);
+            RL_DEBUG_VERIFY(loop, where);
+            return;
+        }
+        pthread_mutex_unlock(&loop->lock);
+    }
+    loop = rl_owner_lock(t, &t->loop);
+    set_fire_date_locked(loop, t, date);
+    unlock_verified(t, loop, where);
+}
+
 int rl_timer_set_next_fire_date(rl_timer_t *t, double date) {
     if (!t || bad_time(date) || !is_valid(t)) return -EINVAL;
-    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    set_fire_date_locked(loop, t, not_before_now(date));
-    unlock_verified(t, loop, "rl_timer_set_next_fire_date");
+    move_date(t, isinf(date) ? date : not_before_now(date), "rl_timer_set_next_fire_date");
     return 0;
 }
 
 int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
     if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
-    double date = rl_time_now() + seconds; /* the one clock reading: never before now */
-    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    set_fire_date_locked(loop, t, date);
-    unlock_verified(t, loop, "rl_timer_set_next_fire_in");
+    /* The one clock reading (never before now), and none to park a timer. */
+    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_set_next_fire_in");
     return 0;
+}
+
+int rl_timer_rearm(rl_timer_t *t, double seconds) {
+    if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
+    if (isinf(seconds)) {
+        move_date(t, seconds, "rl_timer_rearm");
+        return 0;
+    }
+    /* The loop's time when the caller is a callout of t's loop (the owner is read unlocked: a
+     * timer moving to another loop meanwhile gets the clock of a moment already past, which is
+     * no worse than a caller that read it a moment earlier); the clock otherwise. */
+    rl_loop_t *self = rl_tls_loop;
+    double base = self && self->phase_time > 0 && atomic_load_explicit(&t->loop, memory_order_relaxed) == self
+                      ? self->phase_time
+                      : rl_time_now();
+    move_date(t, base + seconds, "rl_timer_rearm");
+    return 0;
+}
+
+int rl_timer_disarm(rl_timer_t *t) {
+    if (!t || !is_valid(t)) return -EINVAL;
+    move_date(t, INFINITY, "rl_timer_disarm");
+    return 0;
+}
+
+bool rl_timer_is_armed(rl_timer_t *t) {
+    return t && is_valid(t) && !isinf(atomic_load_explicit(&t->fire_date, memory_order_relaxed));
 }
 
 double rl_timer_get_interval(rl_timer_t *t) { return t ? t->interval : 0; }
@@ -557,7 +626,7 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
      * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
-        if ((bits & ~RL_TIMER_HELD) != RL_TIMER_VALID) return false;
+        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT)) != RL_TIMER_VALID) return false;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
     /* A held timer disowned since the check above may have had its context released already:
      * from now on FIRING defers any release to the callout's end, but this one is gone. */
@@ -568,16 +637,18 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
     rl_lag_late(loop, found - fired);
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
-    if (t->interval == 0) {
+    if (t->interval == 0 && !(bits & RL_TIMER_TIMEOUT)) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
         if (end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
         return true;
     }
     if (is_valid(t)) {
         rl_loop_t *owner = rl_owner_lock(t, &t->loop);
-        /* A date set from inside the callout that is later than the one fired is kept. */
+        /* A date set from inside the callout that is later than the one fired is kept (a timeout
+         * armed again, or disarmed: INFINITY); otherwise a repeating timer goes on along its
+         * grid and a timeout goes dormant. */
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
-            set_fire_date_locked(owner, t, next_on_grid(fired, t->interval, rl_time_now()));
+            set_fire_date_locked(owner, t, t->interval ? next_on_grid(fired, t->interval, rl_time_now()) : INFINITY);
         rl_owner_unlock(&t->loop, owner);
     }
     (void)end_callout(t, 0);

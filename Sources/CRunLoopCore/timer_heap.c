@@ -128,9 +128,13 @@ const rl_heap_slot *rl_heap_first(rl_heap *h) {
 }
 
 void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
-    if (!rl_heap_contains(h, node)) return;
-    h->slots[node->index].when = when;
-    restore(h, node->index);
+    size_t i = node->index;
+    if (!(i < h->count && h->slots[i].node == node)) return;
+    double old = h->slots[i].when;
+    h->slots[i].when = when;
+    if (when > old) sift_down(h, i); /* the re-arm of a timeout: only its children can be earlier */
+    else if (when < old) sift_up(h, i);
+    else restore(h, i); /* same date, new seq: a tie may now order after a child */
     trim(h);
 }
 

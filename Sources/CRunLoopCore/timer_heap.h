@@ -55,10 +55,13 @@ typedef struct {
 
 #define RL_HEAP_ARITY 4
 
-/* A hole orders before every live slot of its date: making a hole only ever lowers a key. */
+/* A hole orders before every live slot of its date: making a hole only ever lowers a key. Slots
+ * at INFINITY (dormant timers, which never come due) are equal whatever their order and seq: a
+ * dormant timer is parked without following a node pointer per comparison. */
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
     if (!a->node || !b->node) return !a->node && b->node;
+    if (__builtin_expect(a->when == __builtin_inf(), 0)) return false;
     if (a->node->order != b->node->order) return a->node->order < b->node->order;
     return a->node->seq < b->node->seq;
 }
@@ -91,7 +94,9 @@ __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_no
 /* The earliest live slot, or NULL when the heap holds no node. Pops the holes at the top first
  * (or compacts, when holes are many), so it mutates: call it where h may be written. */
 __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap *h);
-/* Give node (in h) the key (when, its order, its seq) and restore the order. */
+/* Give node (in h) the key (when, its order, its seq) and restore the order: a later date sifts
+ * down only, an earlier one up only (the caller may have raised the node's seq, never lowered
+ * it); nothing when node is not in h. */
 __attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node, double when);
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 

@@ -162,8 +162,9 @@ double rl_wake_deadline(rl_loop_t *loop, rl_mode *mode) {
 void rl_wake_timers_changed(rl_loop_t *loop, rl_mode *mode) {
     /* The loop's own thread rearms before it next waits (or before its host next polls); only
      * another thread must rearm now, for the mode the loop, or its host, may be sleeping in. */
+    if (rl_tls_loop == loop) return;
     rl_mode *sleeping = rl_loop_awaited_mode(loop);
-    if (sleeping != mode || rl_tls_loop == loop || loop->dead) return;
+    if (sleeping != mode || loop->dead) return;
     double deadline = rl_wake_deadline(loop, mode);
     /* Also when it moves later: an early wakeup would be a pass CF does not make (observers
      * would see it). rl_wait_arm makes no system call when the deadline is unchanged, so adding

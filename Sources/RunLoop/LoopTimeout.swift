@@ -16,20 +16,18 @@ internal import CRunLoopCore
 /// restart from inside its own callout arms it again. It is a ``LoopTimer`` (and so a
 /// ``LoopItem``): add it to modes of one loop, and it ends (its closure released) when
 /// invalidated, when its loop ends, or with its last reference. A dormant timeout still keeps its
-/// modes from being empty. Its C timer is a repeating timer whose interval is never reached
-/// (crunloop.h, `rl_timer_set_next_fire_date`), so ``LoopTimer/repeats`` says true and
-/// ``LoopTimer/interval`` says 10^15 s; ``LoopTimer/fireDate`` is the deadline, or that far date
-/// when dormant (``deadline`` says nil then).
+/// modes from being empty. Its C timer is a timeout (crunloop.h, `rl_timer_create_timeout`): a
+/// one-shot timer that its callout leaves dormant instead of invalidated, so ``LoopTimer/repeats``
+/// says false and ``LoopTimer/interval`` nil; ``LoopTimer/fireDate`` is the deadline, or an
+/// infinite date when dormant (``deadline`` says nil then).
 ///
 /// **Cost.** A restart is one `rl_timer_set_next_fire_in` (one clock reading, and a heap update
-/// under the loop's lock: crunloop.h, TIMEOUTS): no allocation and no reference counting. Creating one costs what a
-/// ``LoopTimer`` costs, plus one small closure.
+/// under the loop's lock: crunloop.h, TIMEOUTS): no allocation and no reference counting; a
+/// ``disarm()`` reads no clock. Creating one costs what a ``LoopTimer`` costs, plus one small
+/// closure.
 ///
 /// **Threads.** Every member may be used from any thread; the closure runs on the loop's thread.
 public final class LoopTimeout: LoopTimer, @unchecked Sendable {
-    /// The interval of the C timer: never reached, so that a fired timeout waits, dormant.
-    static let dormantInterval = 1e15
-
     /// A timeout first due `delay` from now, not yet in any loop (``Loop/add(_:in:)``). The
     /// closure receives the timeout. Throws ``LoopError/invalidArgument`` for a negative
     /// tolerance, ``LoopError/outOfMemory``.
@@ -47,8 +45,7 @@ public final class LoopTimeout: LoopTimer, @unchecked Sendable {
     ) throws(LoopError) {
         // The timer's closure receives the timer, which is this very object.
         try super.init(
-            fireAt: deadline, repeatingEvery: .seconds(LoopTimeout.dormantInterval),
-            tolerance: tolerance, order: order
+            fireDate: deadline.monotonicSeconds, interval: 0, timeout: true, tolerance: tolerance, order: order
         ) { timer in body(unsafeDowncast(timer, to: LoopTimeout.self)) }
     }
 
@@ -71,17 +68,17 @@ public final class LoopTimeout: LoopTimer, @unchecked Sendable {
     /// once it has ended. Any thread.
     @discardableResult
     public func disarm() -> Bool {
-        rl_timer_set_next_fire_date(raw, .infinity) == 0
+        rl_timer_disarm(raw) == 0
     }
 
-    /// Whether the timeout is armed: valid, and due at a deadline it will reach.
-    public var isArmed: Bool { deadline != nil }
+    /// Whether the timeout is armed: valid, and due at a deadline.
+    public var isArmed: Bool { rl_timer_is_armed(raw) }
 
     /// The deadline it is armed for; nil when dormant or ended.
     public var deadline: LoopInstant? {
-        guard isValid else { return nil }
-        let date = rl_timer_get_next_fire_date(raw)
-        return date < rl_time_now() + LoopTimeout.dormantInterval / 10 ? LoopInstant(monotonicSeconds: date) : nil
+        let date = rl_timer_get_next_fire_date(raw)  // read once: another thread may move it
+        guard isValid, date.isFinite else { return nil }
+        return LoopInstant(monotonicSeconds: date)
     }
 
     /// For example `"LoopTimeout(deadline: 12.5 s)"` or `"LoopTimeout(dormant)"`.

@@ -133,19 +133,30 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a zero or negative
     /// interval (leave it out for a one-shot timer) or a negative tolerance,
     /// ``LoopError/outOfMemory``. The timer is not in any loop yet.
-    public init(
+    public convenience init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
         if let interval, interval <= .zero { throw .invalidArgument }
+        try self.init(
+            fireDate: fireDate.monotonicSeconds, interval: interval?.loopSeconds ?? 0, timeout: false,
+            tolerance: tolerance, order: order, body)
+    }
+
+    /// The one that makes the C timer: a held timer (`rl_timer_create_held`), or a held timeout
+    /// (`rl_timer_create_timeout_held`: one-shot, dormant after it fired) for ``LoopTimeout``.
+    init(
+        fireDate: Double, interval: Double, timeout: Bool, tolerance: Duration, order: Int,
+        _ body: sending @escaping (LoopTimer) -> Void
+    ) throws(LoopError) {
         self.body = body
         var context = timerContext(self)
-        guard
-            let raw = rl_timer_create_held(
-                fireDate.monotonicSeconds, interval?.loopSeconds ?? 0, order, { timerCallout($0, $1) },
-                &context)
-        else { throw lastCError() }
+        let made =
+            timeout
+            ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
+            : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
+        guard let raw = made else { throw lastCError() }
         created = raw
         if tolerance != .zero {
             let code = rl_timer_set_tolerance(raw, tolerance.loopSeconds)

@@ -326,8 +326,10 @@ struct TimeoutTests {
             let fired = Counter()
             let timeout = try loop.timeout(after: .milliseconds(5)) { _ in fired.increment() }
             #expect(timeout.isArmed)
+            #expect(!timeout.repeats && timeout.interval == nil, "a C timeout, not a far-interval repeating timer")
             #expect(try runUntil(loop) { fired.count == 1 })
             #expect(timeout.isValid, "a fired timeout stays valid")
+            #expect(timeout.fireDate.monotonicSeconds == .infinity, "dormant: parked at an infinite date")
             #expect(!timeout.isArmed)
             #expect(timeout.deadline == nil)
             try loop.run(for: .milliseconds(30))

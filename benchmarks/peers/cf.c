@@ -53,6 +53,7 @@ static struct {
     void (*AddTimer)(CFTypeRef rl, CFTypeRef t, CFTypeRef mode);
     void (*RemoveTimer)(CFTypeRef rl, CFTypeRef t, CFTypeRef mode);
     void (*TimerInvalidate)(CFTypeRef t);
+    void (*TimerSetNextFireDate)(CFTypeRef t, CFAbsoluteTime date);
     CFTypeRef (*ObserverCreate)(CFTypeRef alloc, CFOptionFlags act, Boolean rep, CFIndex order,
                                 cf_observer_cb cb, cf_ctx_t *ctx);
     void (*AddObserver)(CFTypeRef rl, CFTypeRef o, CFTypeRef mode);
@@ -125,6 +126,7 @@ static int cf_load(peer_t *self)
     PEER_SYM(self, h, cf.AddTimer, "CFRunLoopAddTimer");
     PEER_SYM(self, h, cf.RemoveTimer, "CFRunLoopRemoveTimer");
     PEER_SYM(self, h, cf.TimerInvalidate, "CFRunLoopTimerInvalidate");
+    PEER_SYM(self, h, cf.TimerSetNextFireDate, "CFRunLoopTimerSetNextFireDate");
     PEER_SYM(self, h, cf.ObserverCreate, "CFRunLoopObserverCreate");
     PEER_SYM(self, h, cf.AddObserver, "CFRunLoopAddObserver");
     PEER_SYM(self, h, cf.Release, "CFRelease");
@@ -232,6 +234,13 @@ static void cf_timer_start(void *tp, double delay, double repeat)
     cf.AddTimer(it->loop->rl, it->obj, cf.mode);
 }
 
+/* Moving a pending timer: CFRunLoopTimerSetNextFireDate at now + delay. */
+static void cf_timer_again(void *tp, double delay)
+{
+    cf_item_t *it = tp;
+    cf.TimerSetNextFireDate(it->obj, cf.Now() + delay);
+}
+
 static void cf_timer_stop(void *tp)
 {
     cf_item_t *it = tp;
@@ -298,6 +307,6 @@ peer_t peer_cf = {
     .loop_new = cf_loop_new, .loop_free = cf_loop_free, .run = cf_run, .stop = cf_stop,
     .pass = cf_pass, .async_new = cf_async_new, .async_send = cf_async_send,
     .async_free = cf_async_free, .timer_new = cf_timer_new, .timer_start = cf_timer_start,
-    .timer_stop = cf_timer_stop, .timer_free = cf_timer_free, .observer_add = cf_observer_add,
+    .timer_stop = cf_timer_stop, .timer_free = cf_timer_free, .timer_again = cf_timer_again, .observer_add = cf_observer_add,
     .timers_any_thread = 1, .perform = cf_perform_block,
 };

@@ -17,6 +17,7 @@ typedef struct {
     void *obj;          /* rl_source_t or rl_timer_t */
     bench_cb cb;
     void *arg;
+    int in_mode;        /* a timeout: whether it is in the default mode (stop removes it) */
 } cr_item_t;
 
 static int cr_load(peer_t *self)
@@ -66,7 +67,7 @@ static void *cr_async_new(void *lp, bench_cb cb, void *arg)
     cr_loop_t *l = lp;
     cr_item_t *it = calloc(1, sizeof *it);
     rl_source_context_t ctx = { .info = it, .perform = cr_perform };
-    *it = (cr_item_t){ l, NULL, cb, arg };
+    *it = (cr_item_t){ .loop = l, .cb = cb, .arg = arg };
     it->obj = rl_source_create(0, &ctx);
     if (!it->obj || rl_loop_add_source(l->rl, it->obj, RL_DEFAULT_MODE) != 0) {
         rl_release(it->obj);
@@ -100,29 +101,47 @@ static void cr_timer_fired(rl_timer_t *t, void *info)
 static void *cr_timer_new(void *lp, bench_cb cb, void *arg)
 {
     cr_item_t *it = calloc(1, sizeof *it);
-    *it = (cr_item_t){ lp, NULL, cb, arg };
+    *it = (cr_item_t){ .loop = lp, .cb = cb, .arg = arg };
     return it;
 }
 
-/* One-shot timers are invalidated after firing, so (re)starting makes a new rl timer. */
+/* The idioms of the header's TIMEOUTS section: a one-shot start arms a timeout, which stays
+ * valid after it fired, so a restart is rl_timer_set_next_fire_in (no allocation, no reference
+ * counting); a stop removes it from the mode (O(1): a hole in the heap), and the start after a
+ * stop adds it back. Only a repeating start, whose interval is fixed at creation, makes a new
+ * timer. */
 static void cr_timer_start(void *tp, double delay, double repeat)
 {
     cr_item_t *it = tp;
+    if (repeat == 0 && it->obj && rl_timer_is_timeout(it->obj)) {
+        rl_timer_set_next_fire_in(it->obj, delay);
+        if (!it->in_mode) it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
+        return;
+    }
     rl_context_t ctx = { .info = it };
     if (it->obj) {
         rl_timer_invalidate(it->obj);
         rl_release(it->obj);
     }
-    it->obj = rl_timer_create(rl_time_now() + delay, repeat, 0, cr_timer_fired, &ctx);
+    it->obj = repeat == 0 ? rl_timer_create_timeout(rl_time_now() + delay, 0, cr_timer_fired, &ctx)
+                          : rl_timer_create(rl_time_now() + delay, repeat, 0, cr_timer_fired, &ctx);
     if (!it->obj) return;
     if (it->loop->tolerance > 0) rl_timer_set_tolerance(it->obj, it->loop->tolerance);
-    rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE);
+    it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
+}
+
+/* Re-arm a pending timer delay seconds from the loop's time (the clock as the callout phase
+ * began, inside a callout): the idle-timeout idiom. */
+static void cr_timer_again(void *tp, double delay)
+{
+    cr_item_t *it = tp;
+    rl_timer_rearm(it->obj, delay);
 }
 
 static void cr_timer_stop(void *tp)
 {
     cr_item_t *it = tp;
-    if (it->obj) rl_loop_remove_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE);
+    if (it->obj && rl_loop_remove_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0) it->in_mode = 0;
 }
 
 static void cr_timer_free(void *tp)
@@ -146,7 +165,7 @@ static void *cr_fd_new(void *lp, int fd, bench_cb cb, void *arg)
     cr_loop_t *l = lp;
     cr_item_t *it = calloc(1, sizeof *it);
     rl_context_t ctx = { .info = it };
-    *it = (cr_item_t){ l, NULL, cb, arg };
+    *it = (cr_item_t){ .loop = l, .cb = cb, .arg = arg };
     it->obj = rl_source_create_fd(fd, RL_FD_READABLE, 0, cr_fd_ready, &ctx);
     if (!it->obj || rl_loop_add_source(l->rl, it->obj, RL_DEFAULT_MODE) != 0) {
         rl_release(it->obj);
@@ -219,7 +238,7 @@ peer_t peer_crunloop = {
     .loop_new = cr_loop_new, .loop_free = cr_loop_free, .run = cr_run, .stop = cr_stop,
     .pass = cr_pass, .async_new = cr_async_new, .async_send = cr_async_send,
     .async_free = cr_async_free, .timer_new = cr_timer_new, .timer_start = cr_timer_start,
-    .timer_stop = cr_timer_stop, .timer_free = cr_timer_free, .fd_new = cr_fd_new,
+    .timer_stop = cr_timer_stop, .timer_free = cr_timer_free, .timer_again = cr_timer_again, .fd_new = cr_fd_new,
     .fd_free = cr_async_free, .observer_add = cr_observer_add, .counters = cr_counters,
     .set_tolerance = cr_set_tolerance, .timers_any_thread = 1, .perform = cr_perform_block,
 };

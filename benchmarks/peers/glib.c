@@ -31,6 +31,8 @@ static struct {
     void (*set_callback)(void *src, void *fn, void *data, void *notify);
     void *(*timeout_source_new)(unsigned ms);
     void *(*unix_fd_source_new)(int fd, int cond);
+    void (*set_ready_time)(void *src, int64_t ready_time);
+    int64_t (*monotonic_time)(void);
     const unsigned *major, *minor, *micro;
 } g;
 
@@ -50,6 +52,8 @@ static int glib_load(peer_t *self)
     PEER_SYM(self, h, g.set_callback, "g_source_set_callback");
     PEER_SYM(self, h, g.timeout_source_new, "g_timeout_source_new");
     PEER_SYM(self, h, g.unix_fd_source_new, "g_unix_fd_source_new");
+    PEER_SYM(self, h, g.set_ready_time, "g_source_set_ready_time");
+    PEER_SYM(self, h, g.monotonic_time, "g_get_monotonic_time");
     PEER_SYM(self, h, g.major, "glib_major_version");
     PEER_SYM(self, h, g.minor, "glib_minor_version");
     PEER_SYM(self, h, g.micro, "glib_micro_version");
@@ -172,6 +176,14 @@ static void gl_timer_start(void *tp, double delay, double repeat)
     g.attach(it->src, it->loop->ctx);
 }
 
+/* A timeout source keeps its expiry as the source's ready time (GLib >= 2.36), so moving a
+ * pending one is g_source_set_ready_time at now + delay (one clock reading). */
+static void gl_timer_again(void *tp, double delay)
+{
+    gl_item_t *it = tp;
+    g.set_ready_time(it->src, g.monotonic_time() + (int64_t)(delay * 1e6));
+}
+
 static void gl_timer_stop(void *tp)
 {
     gl_item_t *it = tp;
@@ -201,6 +213,6 @@ peer_t peer_glib = {
     .loop_new = gl_loop_new, .loop_free = gl_loop_free, .run = gl_run, .stop = gl_stop,
     .pass = gl_pass, .async_new = gl_async_new, .async_send = gl_async_send,
     .async_free = gl_free, .timer_new = gl_timer_new, .timer_start = gl_timer_start,
-    .timer_stop = gl_timer_stop, .timer_free = gl_free, .fd_new = gl_fd_new, .fd_free = gl_free,
+    .timer_stop = gl_timer_stop, .timer_free = gl_free, .timer_again = gl_timer_again, .fd_new = gl_fd_new, .fd_free = gl_free,
     .timers_any_thread = 1,     /* g_source_attach to another thread's context wakes it */
 };

@@ -31,6 +31,7 @@ static struct {
     void (*async_send)(void *loop, void *w);
     void (*timer_start)(void *loop, void *w);
     void (*timer_stop)(void *loop, void *w);
+    void (*timer_again)(void *loop, void *w);
     void (*io_start)(void *loop, void *w);
     void (*io_stop)(void *loop, void *w);
     int (*major)(void), (*minor)(void);
@@ -52,6 +53,7 @@ static int ev_load(peer_t *self)
     PEER_SYM(self, h, ev.async_send, "ev_async_send");
     PEER_SYM(self, h, ev.timer_start, "ev_timer_start");
     PEER_SYM(self, h, ev.timer_stop, "ev_timer_stop");
+    PEER_SYM(self, h, ev.timer_again, "ev_timer_again");
     PEER_SYM(self, h, ev.io_start, "ev_io_start");
     PEER_SYM(self, h, ev.io_stop, "ev_io_stop");
     PEER_SYM(self, h, ev.major, "ev_version_major");
@@ -116,6 +118,15 @@ static void evp_timer_start(void *t, double delay, double repeat)
     ev.timer_start(it->hdr.loop, &it->u.t);
 }
 
+/* The documented idle-timeout idiom: repeat holds the timeout, ev_timer_again moves the pending
+ * timer to ev_now() + repeat (the loop's cached time: no clock reading). */
+static void evp_timer_again(void *t, double delay)
+{
+    ev_item_t *it = t;
+    it->u.t.repeat = delay;
+    ev.timer_again(it->hdr.loop, &it->u.t);
+}
+
 static void evp_timer_stop(void *t) { ev.timer_stop(((ev_item_t *)t)->hdr.loop, &((ev_item_t *)t)->u.t); }
 
 static void *evp_fd_new(void *l, int fd, bench_cb cb, void *arg)
@@ -132,6 +143,6 @@ peer_t peer_libev = {
     .loop_new = evp_loop_new, .loop_free = evp_loop_free, .run = evp_run, .stop = evp_stop,
     .pass = evp_pass, .async_new = evp_async_new, .async_send = evp_async_send,
     .async_free = evp_free, .timer_new = evp_timer_new, .timer_start = evp_timer_start,
-    .timer_stop = evp_timer_stop, .timer_free = evp_free, .fd_new = evp_fd_new,
+    .timer_stop = evp_timer_stop, .timer_free = evp_free, .timer_again = evp_timer_again, .fd_new = evp_fd_new,
     .fd_free = evp_free,
 };

@@ -97,6 +97,14 @@ static void lep_timer_start(void *t, double delay, double repeat)
     le.add(it->ev, &tv);
 }
 
+/* event_add on a pending event reschedules it (the base's cached time inside the loop). */
+static void lep_timer_again(void *t, double delay)
+{
+    le_item_t *it = t;
+    struct timeval tv = { (time_t)delay, (suseconds_t)((delay - (double)(time_t)delay) * 1e6) };
+    le.add(it->ev, &tv);
+}
+
 static void lep_timer_stop(void *t) { le.del(((le_item_t *)t)->ev); }
 
 static void *lep_fd_new(void *b, int fd, bench_cb cb, void *arg)
@@ -111,7 +119,7 @@ peer_t peer_libevent = {
     .loop_new = lep_loop_new, .loop_free = lep_loop_free, .run = lep_run, .stop = lep_stop,
     .pass = lep_pass, .async_new = lep_async_new, .async_send = lep_async_send,
     .async_free = lep_free, .timer_new = lep_timer_new, .timer_start = lep_timer_start,
-    .timer_stop = lep_timer_stop, .timer_free = lep_free, .fd_new = lep_fd_new,
+    .timer_stop = lep_timer_stop, .timer_free = lep_free, .timer_again = lep_timer_again, .fd_new = lep_fd_new,
     .fd_free = lep_free,
     .timers_any_thread = 1,     /* event_add/event_del lock the base (evthread_use_pthreads) */
 };

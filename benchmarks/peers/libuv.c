@@ -131,6 +131,13 @@ static void uvp_timer_start(void *t, double delay, double repeat)
     uv.timer_start(it->h, fired, ms(delay), ms(repeat));
 }
 
+/* uv_timer_start on an active timer moves it (uv_now() + timeout: the loop's cached time). */
+static void uvp_timer_again(void *t, double delay)
+{
+    uv_item_t *it = t;
+    uv.timer_start(it->h, fired, ms(delay), 0);
+}
+
 static void uvp_timer_stop(void *t) { uv.timer_stop(((uv_item_t *)t)->h); }
 
 static void *uvp_fd_new(void *l, int fd, bench_cb cb, void *arg)
@@ -147,6 +154,6 @@ peer_t peer_libuv = {
     .loop_new = uvp_loop_new, .loop_free = uvp_loop_free, .run = uvp_run, .stop = uvp_stop,
     .pass = uvp_pass, .async_new = uvp_async_new, .async_send = uvp_async_send,
     .async_free = uvp_close, .timer_new = uvp_timer_new, .timer_start = uvp_timer_start,
-    .timer_stop = uvp_timer_stop, .timer_free = uvp_close, .fd_new = uvp_fd_new,
+    .timer_stop = uvp_timer_stop, .timer_free = uvp_close, .timer_again = uvp_timer_again, .fd_new = uvp_fd_new,
     .fd_free = uvp_close,
 };

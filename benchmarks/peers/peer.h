@@ -56,6 +56,9 @@ typedef struct peer {
     void (*timer_start)(void *timer, double delay, double repeat);
     void (*timer_stop)(void *timer);
     void (*timer_free)(void *timer);
+    /* Optional: re-arm a started, pending timer to fire once, delay seconds from now, with the
+     * peer's fastest documented idiom for an idle timeout (the "timer re-arm" row). */
+    void (*timer_again)(void *timer, double delay);
 
     /* Readability of a file descriptor, level-triggered; cb must drain it. */
     void *(*fd_new)(void *loop, int fd, bench_cb cb, void *arg);

@@ -13,9 +13,10 @@
  *     `Connection: close` (or is HTTP/1.0 without keep-alive); any other method gets a 405 and the
  *     connection closes after it. Pipelined requests are answered in order (http_exchange.h, shared
  *     with the benchmark's epoll floor, so that the two servers differ only in their loop);
- *   - the idle timer is re-armed (rl_timer_set_next_fire_in(timer, idle): crunloop.h, TIMEOUTS) at
- *     each batch of requests read, and when a stalled write makes progress; when it fires the
- *     connection closes;
+ *   - the idle timer is a timeout (rl_timer_create_timeout: crunloop.h, TIMEOUTS), re-armed with
+ *     rl_timer_rearm(timer, idle) at each batch of requests read, and when a stalled write makes
+ *     progress: from the loop's time, so a pass that serves many connections reads the clock
+ *     once for all of them; when it fires the connection closes;
  *   - backpressure: when send() says EAGAIN the rest is kept, the source's events become
  *     RL_FD_WRITABLE only (rl_source_set_fd_events), so nothing more is read until the output is
  *     flushed; then the requests already buffered are answered and reading resumes;
@@ -139,7 +140,7 @@ static bool answer_requests(struct conn *c) {
     }
     if (n) {
         c->srv->requests += (unsigned long)n;
-        int err = rl_timer_set_next_fire_in(c->timer, c->srv->idle);
+        int err = rl_timer_rearm(c->timer, c->srv->idle);
         if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
     }
     return true;
@@ -160,7 +161,7 @@ static bool flush(struct conn *c) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (c->stalled) {
                 if (progressed) {   /* a slow reader that reads is not idle */
-                    int err = rl_timer_set_next_fire_in(c->timer, c->srv->idle);
+                    int err = rl_timer_rearm(c->timer, c->srv->idle);
                     if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
                 }
                 return false;
@@ -257,9 +258,9 @@ static void conn_open(struct server *s, int fd) {
         fprintf(stderr, NAME ": rl_source_create_fd: %s\n", strerror(errno));
         goto fail;
     }
-    c->timer = rl_timer_create(rl_time_now() + s->idle, 0, 0, on_idle, &ctx);
+    c->timer = rl_timer_create_timeout(rl_time_now() + s->idle, 0, on_idle, &ctx);
     if (!c->timer) {
-        fprintf(stderr, NAME ": rl_timer_create: %s\n", strerror(errno));
+        fprintf(stderr, NAME ": rl_timer_create_timeout: %s\n", strerror(errno));
         goto fail;
     }
     int err = rl_loop_add_timer(s->loop, c->timer, RL_DEFAULT_MODE);
