@@ -77,11 +77,15 @@ static void oneway_cb(void *arg)
     atomic_fetch_add_explicit(&w->ack, 1, memory_order_release);
 }
 
+/* How long a wakeup may take before it counts as lost: 2 s, or 10 s in the capped scenarios,
+ * where one iteration of a loop under the busy scenario's load can take over a second. */
+static double lost_after_s(const scen_t *s) { return s->cap_s > 0 ? 10.0 : 2.0; }
+
 static int wait_ack(const scen_t *s, _Atomic long *v, long want)
 {
     uint64_t deadline;
-    if (!s->yield_wait) return wait_at_least(v, want, 2.0);
-    deadline = now_ns() + 2000000000ull;
+    if (!s->yield_wait) return wait_at_least(v, want, lost_after_s(s));
+    deadline = now_ns() + (uint64_t)(lost_after_s(s) * 1e9);
     while (atomic_load_explicit(v, memory_order_acquire) < want) {
         sched_yield();
         if (now_ns() > deadline) return -1;
@@ -271,7 +275,7 @@ static void run_round(const scen_t *s, peer_t *p, lat_res_t *r)
     run_out_t out[2];
     load_t *load = NULL;
     memset(out, 0, sizeof out);
-    if (s->load) load = load_start(s->cpu_a, s->cpu_b, 2 * (s->cap_s > 0 ? s->cap_s : 600) + 30);
+    if (s->load) load = load_start(s->cpu_a, s->cpu_b, 2 * (s->cap_s > 0 ? s->cap_s : 600) + 60);
     run_oneway(s, p, h[0], &out[0]);
     if (!out[0].setup_failed) run_pingpong(s, p, h[1], &out[1]);
     load_stop(load);
@@ -340,7 +344,11 @@ static void report_json(const scen_t *s, peer_t *p, lat_res_t *r, json_t *j)
         json_end(j, '}');
         return;
     }
-    if (r->lost) json_str(j, "error", "a wakeup was lost (2 s timeout)");
+    if (r->lost) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "a wakeup was lost (%.0f s timeout)", lost_after_s(s));
+        json_str(j, "error", msg);
+    }
     write_hist(j, "oneway", r->q[0], r->pooled[0]);
     write_hist(j, "pingpong", r->q[1], r->pooled[1]);
     if (r->p99_over_floor.n) json_series(j, "oneway_p99_over_epoll_p99", &r->p99_over_floor);
@@ -366,13 +374,14 @@ static void report_text(const scen_t *s, peer_t *p, lat_res_t *r)
         for (int k = 0; k < 5; k++) {
             if (s->id != SCEN_IDLE && k == 2) continue;
             row_name(metric, sizeof metric, s, row_metric[k]);
-            table_note(metric, p->name, r->na ? "n/a (see the JSON)" : "FAILED: busy setup");
+            table_note(metric, p->name, r->na ? r->na : "FAILED: busy setup");
         }
         return;
     }
     print_res("one-way", p->name, r->q[0], r->pooled[0]);
     print_res("ping-pong", p->name, r->q[1], r->pooled[1]);
-    if (r->lost) printf("  %-9s %-10s ERROR: a wakeup was lost (2 s timeout)\n", "", p->name);
+    if (r->lost)
+        printf("  %-9s %-10s ERROR: a wakeup was lost (%.0f s timeout)\n", "", p->name, lost_after_s(s));
     if (s->id == SCEN_BUSY)
         printf("  %-9s %-10s loop drained %.0f fd events/s (feeder wrote %.0f/s); %ld timers armed, "
                "%ld fired\n", "", p->name, series_median(&r->fd_reads_per_s),
@@ -399,7 +408,10 @@ static void scen_init(scen_t *s, int id, const bench_opts_t *o)
     s->id = id;
     s->cpu_a = o->cpu_a;
     s->cpu_b = o->cpu_b;
-    s->feeder_cpu = o->cpu_a;
+    /* The busy loop's CPU carries its traffic: the waker's side stays as in idle. (On A's CPU the
+     * feeder's ticks preempted A between its stamp and its send, and handed A's CPU to whatever
+     * else was runnable there: a p99 of 2.8 ms for every peer and the floor alike.) */
+    s->feeder_cpu = o->cpu_b;
     if (id == SCEN_IDLE) {
         s->rounds = o->rounds;
         s->samples = o->lat_samples;

@@ -14,10 +14,10 @@
 const char *const scenario_names[SCEN_COUNT] = { "idle", "busy", "load", "samecpu", "unpinned" };
 const char *const scenario_what[SCEN_COUNT] = {
     "an idle loop woken from another pinned CPU",
-    "the woken loop also watches 10k eventfds, 1% of them written every ms by a feeder thread, "
-    "and holds 100k armed timers due 1-2 h ahead",
-    "as idle, with CPU-bound threads: one per CPU besides the two measured, at least one (on the "
-    "loop's CPU when there is no other)",
+    ("the woken loop also watches 10k eventfds, 1% of them written every ms by a feeder thread "
+     "on its CPU, and holds 100k armed timers due 1-2 h ahead"),
+    ("as idle, with CPU-bound threads: one per CPU besides the two measured, at least one (on "
+     "the loop's CPU when there is no other)"),
     "waker and loop pinned to one CPU; the waker yields while it waits",
     "no thread pinned; the waker yields while it waits",
 };

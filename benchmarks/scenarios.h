@@ -2,8 +2,8 @@
  *
  *   idle      an idle loop woken from another pinned CPU (the benchmark as it always was)
  *   busy      the woken loop also watches SCEN_BUSY_FDS eventfds, 1% of which a feeder thread
- *             makes readable every millisecond, and holds SCEN_BUSY_TIMERS armed timers due
- *             one to two hours ahead (they never fire while it is measured)
+ *             (on the loop's CPU) makes readable every millisecond, and holds SCEN_BUSY_TIMERS
+ *             armed timers due one to two hours ahead (they never fire while it is measured)
  *   load      as idle, with CPU-bound threads running: one per CPU besides the two measured,
  *             and at least one, on the loop's CPU when there is no other
  *   samecpu   the waker and the loop (both loops of the ping-pong) pinned to one CPU; the waker
