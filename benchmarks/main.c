@@ -4,6 +4,7 @@
  *         [--scenario NAME,...]           latency scenarios (scenarios.h; default: all)
  *         [--instr FILE]                  instruction counts per pass measured by callgrind
  *         [--eta-after SECONDS]           what follows this program, for the time-left estimate
+ *         [--check]                       only check the arguments (exit 0, or 2)
  *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind)
  *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process
  *   bench --heap-child PEER N CAP_S CPU                one round of the heap benchmark, likewise */
@@ -120,6 +121,7 @@ int main(int argc, char **argv)
     bench_opts_t o;
     const char *json_path = NULL, *benches = NULL, *instr = NULL, *cg = NULL, *scenarios = NULL;
     double eta_after = 0;
+    int check_only = 0;
     long cg_passes = 100000;
     int rounds = 0;
     peer_t *peers[NPEERS];
@@ -136,6 +138,7 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--quick")) o.quick = 1;
         else if (!strcmp(a, "--no-pin")) o.pin = 0, o.no_pin = 1;
         else if (!strcmp(a, "--scenario") && i + 1 < argc) scenarios = argv[++i];
+        else if (!strcmp(a, "--check")) check_only = 1;
         else if (!strcmp(a, "--eta-after") && i + 1 < argc) eta_after = atof(argv[++i]);
         else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(a, "--only") && i + 1 < argc) o.only = argv[++i];
@@ -171,6 +174,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (check_only) return 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     if (cg) {
