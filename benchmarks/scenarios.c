@@ -150,7 +150,7 @@ int busy_timers_for(const busy_t *b, const peer_t *p)
 const char *busy_unsupported(const peer_t *p)
 {
     if (!p->fd_new && !p->timer_new) return "no fd watchers and no timers (a bare futex handoff)";
-    if (!p->fd_new) return "no plain-fd watcher on Linux (as in the many-fds benchmark)";
+    if (!p->fd_new) return "no fd watchers";
     if (!p->timer_new) return "no timers";
     return NULL;
 }
