@@ -58,6 +58,7 @@ typedef struct {
     int lat_scen_rounds;     /* rounds of the latency scenarios besides idle */
     long lat_scen_samples;   /* their samples over all rounds (busy: lat_busy_samples) */
     long lat_busy_samples;
+    int lat_busy_timers;     /* timers the busy loop holds */
     long lat_scen_warmup;    /* per round */
     double lat_scen_cap_s;   /* per direction, peer and round */
 } bench_opts_t;

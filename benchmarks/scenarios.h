@@ -17,7 +17,7 @@
 
 enum { SCEN_IDLE, SCEN_BUSY, SCEN_LOAD, SCEN_SAMECPU, SCEN_UNPINNED, SCEN_COUNT };
 #define SCEN_BUSY_FDS 10000
-#define SCEN_BUSY_TIMERS 100000
+#define SCEN_BUSY_TIMERS 100000           /* a full run's; --quick: 20000 */
 #define SCEN_BUSY_TICK_NS 1000000ull       /* the feeder's period */
 
 extern const char *const scenario_names[SCEN_COUNT];
