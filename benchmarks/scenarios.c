@@ -229,6 +229,7 @@ void busy_feed_start(busy_t *b, int cpu, double max_s)
 {
     atomic_store(&b->stop, 0);
     atomic_store(&b->writes, 0);
+    b->t0 = b->t1 = 0;
     b->cpu = cpu;
     b->max_s = max_s;
     b->feeding = pthread_create(&b->th, NULL, feed_main, b) == 0;
