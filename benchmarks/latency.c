@@ -549,16 +549,17 @@ static void write_scenario(const bench_opts_t *o, peer_t **peers, int n, scen_re
         json_str(j, "note", sr->note);
     }
     if (s->id == SCEN_LOAD) json_str(j, "load", sr->note);
-    if (s->id == SCEN_SAMECPU) json_bool(j, "waker_yields", 1);
-    json_obj(j, "peers");
+    if (s->id == SCEN_SAMECPU || s->id == SCEN_UNPINNED) json_bool(j, "waker_yields", 1);
+    if (s->id == SCEN_IDLE) json_str(j, "figures", "latency.peers");   /* not written twice */
+    else json_obj(j, "peers");
     for (int i = 0; i < n; i++) {
         if (!peers[i]->async_new) continue;
-        report_json(s, peers[i], &sr->res[i], j);
+        if (s->id != SCEN_IDLE) report_json(s, peers[i], &sr->res[i], j);
         if (sr->res[i].na || sr->res[i].setup_failed) continue;
         ow[np] = (plot_series_t){ peers[i]->name, sr->res[i].pooled[0] };
         pp[np++] = (plot_series_t){ peers[i]->name, sr->res[i].pooled[1] };
     }
-    json_end(j, '}');
+    if (s->id != SCEN_IDLE) json_end(j, '}');
     json_end(j, '}');
     if (s->id == SCEN_IDLE) {
         plot_cdf("oneway.svg", "oneway.png", "one-way wakeup latency CDF (all rounds)", ow, np);
