@@ -223,7 +223,7 @@ typedef struct {
     series_t q[2][Q_COUNT];      /* [one-way, ping-pong][quantile] */
     series_t p99_over_floor;     /* one-way p99 / the epoll floor's one-way p99, same round */
     hist_t *pooled[2];
-    int lost, setup_failed, capped_rounds[2];
+    int lost, setup_failed, capped_rounds[2], empty_rounds[2];
     const char *na;              /* why this peer cannot run the scenario, NULL when it can */
     series_t fd_reads_per_s, feeder_writes_per_s;   /* busy */
     long timers_armed, timers_fired;
@@ -288,7 +288,8 @@ static void run_round(const scen_t *s, peer_t *p, lat_res_t *r)
     if (out[0].lost || out[1].lost) r->lost = 1;
     for (int k = 0; k < 2; k++) {
         r->capped_rounds[k] += out[k].capped;
-        add_round(r->q[k], h[k]);
+        if (h[k]->n) add_round(r->q[k], h[k]);     /* capped before the first sample: no round */
+        else r->empty_rounds[k]++;
         hist_merge(r->pooled[k], h[k]);
         hist_free(h[k]);
     }
@@ -355,6 +356,8 @@ static void report_json(const scen_t *s, peer_t *p, lat_res_t *r, json_t *j)
     if (s->id != SCEN_IDLE) {
         json_int(j, "oneway_capped_rounds", r->capped_rounds[0]);
         json_int(j, "pingpong_capped_rounds", r->capped_rounds[1]);
+        json_int(j, "oneway_empty_rounds", r->empty_rounds[0]);
+        json_int(j, "pingpong_empty_rounds", r->empty_rounds[1]);
     }
     if (s->id == SCEN_BUSY) {
         json_series(j, "fd_reads_per_s", &r->fd_reads_per_s);
@@ -387,8 +390,9 @@ static void report_text(const scen_t *s, peer_t *p, lat_res_t *r)
                "%ld fired\n", "", p->name, series_median(&r->fd_reads_per_s),
                series_median(&r->feeder_writes_per_s), r->timers_armed, r->timers_fired);
     if (r->capped_rounds[0] || r->capped_rounds[1])
-        printf("  %-9s %-10s capped at %.1f s: one-way in %d, ping-pong in %d of %d rounds\n", "",
-               p->name, s->cap_s, r->capped_rounds[0], r->capped_rounds[1], r->q[0][Q_P50].n);
+        printf("  %-9s %-10s capped at %.1f s: one-way in %d, ping-pong in %d of %d rounds%s\n", "",
+               p->name, s->cap_s, r->capped_rounds[0], r->capped_rounds[1], s->rounds,
+               r->empty_rounds[0] || r->empty_rounds[1] ? " (some before their first sample)" : "");
     for (int k = 0; k < 5; k++) {
         series_t us;
         if (s->id != SCEN_IDLE && k == 2) continue;     /* p99.9 of the scenarios: JSON only */
