@@ -440,7 +440,7 @@ static void scen_init(scen_t *s, int id, const bench_opts_t *o)
 /* Seconds the scenario is expected to take (the progress estimate). */
 double latency_expected_s(const bench_opts_t *o, int id)
 {
-    static const double full[SCEN_COUNT] = { 131, 70, 36, 24, 22 };   /* 2-vCPU VM, 10 rounds */
+    static const double full[SCEN_COUNT] = { 131, 112, 36, 24, 22 };  /* 2-vCPU VM, 10 rounds */
     static const double quick[SCEN_COUNT] = { 4.4, 4.9, 0.9, 0.6, 0.6 };
     if (id == SCEN_IDLE) return (o->quick ? quick[0] : full[0]) * (0.8 + 0.2 * o->rounds / (o->quick ? 2.0 : 10.0));
     return (o->quick ? quick[id] : full[id]) * (0.7 + 0.3 * o->lat_scen_rounds / (o->quick ? 1.0 : 5.0));
