@@ -59,6 +59,7 @@ typedef struct {
     long lat_scen_samples;   /* their samples over all rounds (busy: lat_busy_samples) */
     long lat_busy_samples;
     int lat_busy_timers;     /* timers the busy loop holds */
+    int lat_busy_fds;        /* eventfds it watches */
     long lat_scen_warmup;    /* per round */
     double lat_scen_cap_s;   /* per direction, peer and round */
 } bench_opts_t;

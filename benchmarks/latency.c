@@ -441,7 +441,7 @@ static void scen_init(scen_t *s, int id, const bench_opts_t *o)
 double latency_expected_s(const bench_opts_t *o, int id)
 {
     static const double full[SCEN_COUNT] = { 131, 112, 36, 24, 22 };  /* 2-vCPU VM, 10 rounds */
-    static const double quick[SCEN_COUNT] = { 4.4, 4.9, 0.9, 0.6, 0.6 };
+    static const double quick[SCEN_COUNT] = { 4.4, 2.5, 0.6, 0.4, 0.4 };
     if (id == SCEN_IDLE) return (o->quick ? quick[0] : full[0]) * (0.8 + 0.2 * o->rounds / (o->quick ? 2.0 : 10.0));
     return (o->quick ? quick[id] : full[id]) * (0.7 + 0.3 * o->lat_scen_rounds / (o->quick ? 1.0 : 5.0));
 }
@@ -473,7 +473,7 @@ static void run_scenario(const bench_opts_t *o, peer_t **peers, int n, scen_res_
         return;
     }
     if (id == SCEN_BUSY) {
-        s->busy = busy_new(SCEN_BUSY_FDS, o->lat_busy_timers, sr->note, sizeof sr->note);
+        s->busy = busy_new(o->lat_busy_fds, o->lat_busy_timers, sr->note, sizeof sr->note);
         if (!s->busy) {
             sr->skipped = "no eventfd could be made";
             printf("  not run: %s (%s)\n", sr->skipped, sr->note);
@@ -484,7 +484,7 @@ static void run_scenario(const bench_opts_t *o, peer_t **peers, int n, scen_res_
         sr->floor_timers = busy_timers_for(s->busy, &peer_epoll);
         printf("  %d eventfds, %d written per %.0f ms tick by a feeder on cpu %d; %d timers%s (%s)\n",
                busy_fds(s->busy), busy_active_per_tick(s->busy), SCEN_BUSY_TICK_NS / 1e6,
-               s->feeder_cpu, o->lat_busy_timers, o->quick ? " (quick: 100k in a full run)" : "",
+               s->feeder_cpu, o->lat_busy_timers, o->quick ? " (quick: 10k fds, 100k timers in a full run)" : "",
                sr->note);
     }
     if (id == SCEN_LOAD) {
@@ -544,7 +544,7 @@ static void write_scenario(const bench_opts_t *o, peer_t **peers, int n, scen_re
     json_int(j, "cpu_loop_thread", s->cpu_b);
     if (s->id == SCEN_BUSY) {
         json_int(j, "fds", sr->fds);
-        json_int(j, "fds_requested", SCEN_BUSY_FDS);
+        json_int(j, "fds_requested", o->lat_busy_fds);
         json_int(j, "active_fds_per_tick", sr->active_per_tick);
         json_num(j, "tick_ns", (double)SCEN_BUSY_TICK_NS);
         json_int(j, "timers", o->lat_busy_timers);

@@ -207,6 +207,7 @@ int main(int argc, char **argv)
     o.lat_scen_samples = o.quick ? 400 : 20000;
     o.lat_busy_samples = o.quick ? 200 : 10000;
     o.lat_busy_timers = o.quick ? 20000 : SCEN_BUSY_TIMERS;   /* CF's sorted array: 100k take it 6 s */
+    o.lat_busy_fds = o.quick ? 2000 : SCEN_BUSY_FDS;          /* CF's and GLib's setup, likewise */
     o.lat_scen_warmup = o.quick ? 30 : 200;
     o.lat_scen_cap_s = o.quick ? 0.2 : 2.0;
     o.tput_seconds = o.quick ? 0.1 : 0.5;

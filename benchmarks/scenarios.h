@@ -16,7 +16,7 @@
 #include "bench.h"
 
 enum { SCEN_IDLE, SCEN_BUSY, SCEN_LOAD, SCEN_SAMECPU, SCEN_UNPINNED, SCEN_COUNT };
-#define SCEN_BUSY_FDS 10000
+#define SCEN_BUSY_FDS 10000              /* a full run's; --quick: 2000 */
 #define SCEN_BUSY_TIMERS 100000           /* a full run's; --quick: 20000 */
 #define SCEN_BUSY_TICK_NS 1000000ull       /* the feeder's period */
 
