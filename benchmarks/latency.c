@@ -25,7 +25,7 @@ typedef struct {
     int rounds;
     long samples, warmup;   /* per round */
     double cap_s;           /* per direction, peer and round; 0: none */
-    int yield_wait;         /* A yields while it waits for the acknowledgement (samecpu) */
+    int yield_wait;         /* A yields while it waits for the acknowledgement (samecpu, unpinned) */
     busy_t *busy;
     int load;
 } scen_t;
