@@ -36,6 +36,11 @@ static void (*const bench_fns[])(const bench_opts_t *, peer_t **, int, json_t *)
 static const double expected_full[] = { 0, 80, 37, 45, 35, 43, 34, 11, 72, 35, 37, 29, 33 };
 static const double expected_quick[] = { 0, 3.4, 0.6, 4.5, 3.5, 6.5, 3.5, 0.4, 2.7, 0.3, 2.6, 1.9, 6.4 };
 static const int bench_heavy[] = { 0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 0 };
+#define NBENCH (sizeof bench_names / sizeof *bench_names)
+_Static_assert(sizeof expected_full / sizeof *expected_full == NBENCH &&
+               sizeof expected_quick / sizeof *expected_quick == NBENCH &&
+               sizeof bench_heavy / sizeof *bench_heavy == NBENCH,
+               "every benchmark needs its expected durations (the time-left estimate)");
 
 static double bench_expected_s(const bench_opts_t *o, int b)
 {
