@@ -282,6 +282,17 @@ bench:
 # found, then the Swift wrapper's cost next to the C API's (benchmarks/run runs both).
 bench-smoke:
 	benchmarks/run --quick
+	@# --scenario selects the latency scenarios, and an unknown name exits 2
+	build/bench/crunloop-bench --quick --bench latency --scenario samecpu --only epoll \
+	    --json build/bench/scenario-smoke/latest.json > build/bench/scenario-smoke.log
+	@grep -q "scenario samecpu" build/bench/scenario-smoke.log && \
+	    ! grep -Eq "scenario (idle|busy|load|unpinned)" build/bench/scenario-smoke.log || \
+	    { echo "bench-smoke: --scenario samecpu ran other scenarios"; exit 1; }
+	@st=0; build/bench/crunloop-bench --scenario samecpu,nosuch --check 2>/dev/null || st=$$?; \
+	    [ $$st = 2 ] || { echo "bench-smoke: --scenario nosuch exited $$st, not 2"; exit 1; }
+	@st=0; benchmarks/run --quick --scenario nosuch >/dev/null 2>&1 || st=$$?; \
+	    [ $$st = 2 ] || { echo "bench-smoke: benchmarks/run --scenario nosuch exited $$st, not 2"; exit 1; }
+	@echo "bench-smoke: --scenario selects, and rejects an unknown name with exit 2"
 
 # DocC documentation of the Swift module RunLoop (warnings are errors), as a static website in
 # build/docs: python3 -m http.server -b 127.0.0.1 -d build/docs 8000, then http://127.0.0.1:8000/.

@@ -53,6 +53,15 @@ typedef struct {
     double scaling_seconds;  /* per loop count */
     double perform_seconds;  /* per variant */
     const char *only;        /* comma-separated peer names, NULL for all */
+    int no_pin;              /* --no-pin given */
+    unsigned scenario_mask;  /* latency scenarios to run (bit i: scenario_names[i]; --scenario) */
+    int lat_scen_rounds;     /* rounds of the latency scenarios besides idle */
+    long lat_scen_samples;   /* their samples over all rounds (busy: lat_busy_samples) */
+    long lat_busy_samples;
+    int lat_busy_timers;     /* timers the busy loop holds */
+    int lat_busy_fds;        /* eventfds it watches */
+    long lat_scen_warmup;    /* per round */
+    double lat_scen_cap_s;   /* per direction, peer and round */
 } bench_opts_t;
 
 /* ---- table.c: the summary table, one row per metric and peer ---- */
@@ -88,7 +97,16 @@ static inline int peer_has_perform(const peer_t *p) { return p->perform != NULL;
 static inline int peer_timers_any_thread(const peer_t *p) { return p->timers_any_thread; }
 void round_begin(int round, int rounds);   /* progress: "  round r/R:" */
 void round_done(const char *what);         /* " what", after each peer of the round */
-void round_end(void);
+void round_end(void);                      /* ends the line with the estimated time left */
+
+/* ---- progress.c: the estimated time left ---- */
+void progress_init(double expected_s, double after_s);   /* the phases' total, what follows */
+void progress_phase_begin(double expected_s);            /* a benchmark or a latency scenario */
+void progress_phase_end(void);
+void progress_round(int done, int rounds);               /* rounds done in the current phase */
+double progress_left_s(void);
+const char *progress_left_str(char *buf, size_t n);      /* "~N min left" */
+double latency_expected_s(const bench_opts_t *o, int scenario);
 
 /* ---- allocs.c: malloc, calloc, realloc, free... interposed, counted only when switched on ---- */
 typedef struct { unsigned long long allocs, frees, bytes; } alloc_counts_t;

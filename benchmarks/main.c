@@ -1,12 +1,16 @@
 /* main.c - arguments, peers, the phases in order, the JSON file and the table printed last.
  *
  *   bench [--quick] [--rounds N] [--json PATH] [--only PEER,...] [--bench NAME,...] [--no-pin]
+ *         [--scenario NAME,...]           latency scenarios (scenarios.h; default: all)
  *         [--instr FILE]                  instruction counts per pass measured by callgrind
+ *         [--eta-after SECONDS]           what follows this program, for the time-left estimate
+ *         [--check]                       only check the arguments (exit 0, or 2)
  *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind)
  *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process
  *   bench --heap-child PEER N CAP_S CPU                one round of the heap benchmark, likewise */
 
 #include "bench.h"
+#include "scenarios.h"
 #include <crunloop.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -27,6 +31,30 @@ static void (*const bench_fns[])(const bench_opts_t *, peer_t **, int, json_t *)
     bench_pass, bench_fds, bench_memory, bench_fire_rate, bench_cross_thread, bench_scaling,
     bench_perform, bench_spin, bench_rearm };
 
+/* Seconds each benchmark takes on the 2-vCPU VM: a full run (10 rounds, 5 of the long ones) and
+ * a quick one (2 rounds, 1); latency is per scenario (latency.c). The README lists them. */
+static const double expected_full[] = { 0, 80, 37, 45, 35, 43, 34, 11, 72, 35, 37, 29, 33, 60 };
+static const double expected_quick[] = { 0, 3.4, 0.6, 4.5, 3.5, 6.5, 3.5, 0.4, 2.7, 0.3, 2.6, 1.9, 6.4, 1 };
+static const int bench_heavy[] = { 0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 0, 1 };
+#define NBENCH (sizeof bench_names / sizeof *bench_names)
+_Static_assert(sizeof expected_full / sizeof *expected_full == NBENCH &&
+               sizeof expected_quick / sizeof *expected_quick == NBENCH &&
+               sizeof bench_heavy / sizeof *bench_heavy == NBENCH,
+               "every benchmark needs its expected durations (the time-left estimate)");
+
+static double bench_expected_s(const bench_opts_t *o, int b)
+{
+    double base = o->quick ? expected_quick[b] : expected_full[b];
+    double r = bench_heavy[b] ? o->heavy_rounds / (o->quick ? 1.0 : 5.0) : o->rounds / (o->quick ? 2.0 : 10.0);
+    if (b == 0) {
+        double sum = 0;
+        for (int id = 0; id < SCEN_COUNT; id++)
+            if (o->scenario_mask & (1u << id)) sum += latency_expected_s(o, id);
+        return sum;
+    }
+    return base * r;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -42,13 +70,16 @@ static int in_list(const char *list, const char *name)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench [--quick] [--rounds N] [--json PATH] [--only PEER,..] "
-                    "[--bench NAME,..] [--no-pin] [--instr FILE]\n"
+                    "[--bench NAME,..] [--no-pin] [--scenario NAME,..] [--instr FILE] "
+                    "[--eta-after S]\n"
                     "       bench --callgrind-pass PEER:SCENARIO [--passes N]\n"
                     "       bench --memory-child PEER TIMERS CAP_SECONDS CPU\n"
                     "       bench --heap-child PEER TIMERS CAP_SECONDS CPU\n"
                     "benchmarks:");
     for (size_t i = 0; i < sizeof bench_names / sizeof *bench_names; i++)
         fprintf(stderr, " %s", bench_names[i]);
+    fprintf(stderr, "\nlatency scenarios:");
+    for (int i = 0; i < SCEN_COUNT; i++) fprintf(stderr, " %s", scenario_names[i]);
     fprintf(stderr, "\n");
     exit(2);
 }
@@ -93,7 +124,9 @@ static void instr_results(const char *path, json_t *j)
 int main(int argc, char **argv)
 {
     bench_opts_t o;
-    const char *json_path = NULL, *benches = NULL, *instr = NULL, *cg = NULL;
+    const char *json_path = NULL, *benches = NULL, *instr = NULL, *cg = NULL, *scenarios = NULL;
+    double eta_after = 0;
+    int check_only = 0;
     long cg_passes = 100000;
     int rounds = 0;
     peer_t *peers[NPEERS];
@@ -108,7 +141,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) o.quick = 1;
-        else if (!strcmp(a, "--no-pin")) o.pin = 0;
+        else if (!strcmp(a, "--no-pin")) o.pin = 0, o.no_pin = 1;
+        else if (!strcmp(a, "--scenario") && i + 1 < argc) scenarios = argv[++i];
+        else if (!strcmp(a, "--check")) check_only = 1;
+        else if (!strcmp(a, "--eta-after") && i + 1 < argc) eta_after = atof(argv[++i]);
         else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(a, "--only") && i + 1 < argc) o.only = argv[++i];
         else if (!strcmp(a, "--bench") && i + 1 < argc) benches = argv[++i];
@@ -133,6 +169,17 @@ int main(int argc, char **argv)
         } else usage();
     }
     if (rounds < 0 || rounds > MAX_ROUNDS) usage();
+    {
+        const char *bad = "";
+        int bad_len = 0;
+        if (scenario_mask(scenarios, &o.scenario_mask, &bad, &bad_len) != 0) {
+            fprintf(stderr, "bench: unknown latency scenario '%.*s' (scenarios:", bad_len, bad);
+            for (int i = 0; i < SCEN_COUNT; i++) fprintf(stderr, " %s", scenario_names[i]);
+            fprintf(stderr, ")\n");
+            return 2;
+        }
+    }
+    if (check_only) return 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     if (cg) {
@@ -158,6 +205,16 @@ int main(int argc, char **argv)
     o.heavy_rounds = (o.rounds + 1) / 2;
     o.lat_samples = ((o.quick ? 3000 : 100000) + o.rounds - 1) / o.rounds;
     o.lat_warmup = o.quick ? 150 : 300;
+    /* The other latency scenarios: half the rounds (one when quick), fewer samples, and each
+     * direction of each peer capped per round, so that a loop made slow by the scenario (GLib
+     * polling 10k fds and preparing 100k timers in every iteration) cannot stretch the run. */
+    o.lat_scen_rounds = o.quick ? 1 : o.heavy_rounds;
+    o.lat_scen_samples = o.quick ? 400 : 20000;
+    o.lat_busy_samples = o.quick ? 200 : 10000;
+    o.lat_busy_timers = o.quick ? 20000 : SCEN_BUSY_TIMERS;   /* CF's sorted array: 100k take it 6 s */
+    o.lat_busy_fds = o.quick ? 2000 : SCEN_BUSY_FDS;          /* CF's and GLib's setup, likewise */
+    o.lat_scen_warmup = o.quick ? 30 : 200;
+    o.lat_scen_cap_s = o.quick ? 0.2 : 2.0;
     o.tput_seconds = o.quick ? 0.1 : 0.5;
     o.tput_producers = 4;
     o.precision_seconds = o.quick ? 0.25 : 0.5;
@@ -227,11 +284,24 @@ int main(int argc, char **argv)
     }
     json_end(&j, '}');
 
+    {
+        double total = 0;
+        for (int b = 0; b < (int)(sizeof bench_names / sizeof *bench_names); b++)
+            if (in_list(benches, bench_names[b])) total += bench_expected_s(&o, b);
+        progress_init(total, eta_after);
+        printf("estimated time: ~%.0f min: %.0f s for these benchmarks", (total + eta_after) / 60, total);
+        if (eta_after > 0) printf(", %.0f s for what follows them", eta_after);
+        printf("\n");
+    }
     for (int b = 0; b < (int)(sizeof bench_names / sizeof *bench_names); b++) {
         uint64_t t0 = now_ns();
+        char left[32];
         if (!in_list(benches, bench_names[b])) continue;
+        if (b != 0) progress_phase_begin(bench_expected_s(&o, b));   /* latency: per scenario */
         bench_fns[b](&o, peers, np, &j);
-        printf("  (%s: %.1f s)\n", bench_names[b], (double)(now_ns() - t0) / 1e9);
+        if (b != 0) progress_phase_end();
+        printf("  (%s: %.1f s)  ... %s\n", bench_names[b], (double)(now_ns() - t0) / 1e9,
+               progress_left_str(left, sizeof left));
     }
     instr_results(instr, &j);
     json_end(&j, '}');

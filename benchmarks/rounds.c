@@ -81,8 +81,12 @@ int round_order(peer_t **peers, int n, int (*runs)(const peer_t *p), int round, 
 }
 
 /* Progress: "  round 2/10: epoll futex CRunLoop ...", one name per finished peer. */
+static int cur_round, cur_rounds;
+
 void round_begin(int round, int rounds)
 {
+    cur_round = round;
+    cur_rounds = rounds;
     printf("  round %2d/%d:", round + 1, rounds);
     fflush(stdout);
 }
@@ -93,4 +97,10 @@ void round_done(const char *what)
     fflush(stdout);
 }
 
-void round_end(void) { printf("\n"); }
+/* The end of the line: the estimate of the whole run's time left (progress.c). */
+void round_end(void)
+{
+    char left[32];
+    progress_round(cur_round + 1, cur_rounds);
+    printf("  ... %s\n", progress_left_str(left, sizeof left));
+}

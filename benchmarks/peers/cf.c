@@ -37,6 +37,9 @@ typedef struct {
 } cf_ctx_t;
 
 typedef void (*cf_timer_cb)(CFTypeRef timer, void *info);
+typedef void (*cf_socket_cb)(CFTypeRef s, CFOptionFlags type, CFTypeRef address, const void *data,
+                             void *info);
+enum { CF_SOCKET_READ_CALLBACK = 1, CF_SOCKET_REENABLE_READ = 1 };   /* kCFSocket* */
 typedef void (*cf_observer_cb)(CFTypeRef obs, CFOptionFlags activity, void *info);
 
 static struct {
@@ -60,6 +63,11 @@ static struct {
     void (*Release)(CFTypeRef);
     CFAbsoluteTime (*Now)(void);
     void (*PerformBlock)(CFTypeRef rl, CFTypeRef mode, void *block);
+    CFTypeRef (*SocketCreateWithNative)(CFTypeRef alloc, int fd, CFOptionFlags types, cf_socket_cb cb,
+                                        const cf_ctx_t *ctx);
+    void (*SocketSetSocketFlags)(CFTypeRef s, CFOptionFlags flags);
+    CFTypeRef (*SocketCreateRunLoopSource)(CFTypeRef alloc, CFTypeRef s, CFIndex order);
+    void (*SocketInvalidate)(CFTypeRef s);
     void *stack_block_isa;      /* _NSConcreteStackBlock, from the blocks runtime CF uses */
     CFTypeRef mode;
 } cf;
@@ -133,6 +141,10 @@ static int cf_load(peer_t *self)
     PEER_SYM(self, h, cf.Now, "CFAbsoluteTimeGetCurrent");
     PEER_SYM(self, h, cf.PerformBlock, "CFRunLoopPerformBlock");
     PEER_SYM(self, h, cf.stack_block_isa, "_NSConcreteStackBlock");
+    PEER_SYM(self, h, cf.SocketCreateWithNative, "CFSocketCreateWithNative");
+    PEER_SYM(self, h, cf.SocketSetSocketFlags, "CFSocketSetSocketFlags");
+    PEER_SYM(self, h, cf.SocketCreateRunLoopSource, "CFSocketCreateRunLoopSource");
+    PEER_SYM(self, h, cf.SocketInvalidate, "CFSocketInvalidate");
     {
         CFTypeRef *mode;
         PEER_SYM(self, h, mode, "kCFRunLoopDefaultMode");
@@ -257,6 +269,51 @@ static void cf_timer_free(void *tp)
     free(it);
 }
 
+/* A plain fd: CF's own way on Linux is a CFSocket made from the descriptor (any descriptor:
+ * CFSocketCreateWithNative tolerates one that is not a socket) with a read callback, which CF
+ * does not read for us, re-enabled after each call; CF's socket manager thread select()s on it and
+ * signals the socket's run loop source. The flags leave out kCFSocketCloseOnInvalidate: the
+ * descriptor stays the caller's. */
+typedef struct { cf_loop_t *loop; CFTypeRef sock, src; bench_cb cb; void *arg; } cf_fd_t;
+
+static void cf_fd_ready(CFTypeRef s, CFOptionFlags type, CFTypeRef address, const void *data, void *info)
+{
+    cf_fd_t *f = info;
+    (void)s; (void)type; (void)address; (void)data;
+    f->cb(f->arg);
+}
+
+static void *cf_fd_new(void *lp, int fd, bench_cb cb, void *arg)
+{
+    cf_loop_t *l = lp;
+    cf_fd_t *f = calloc(1, sizeof *f);
+    cf_ctx_t ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.info = f;
+    *f = (cf_fd_t){ l, NULL, NULL, cb, arg };
+    f->sock = cf.SocketCreateWithNative(NULL, fd, CF_SOCKET_READ_CALLBACK, cf_fd_ready, &ctx);
+    if (!f->sock) { free(f); return NULL; }
+    cf.SocketSetSocketFlags(f->sock, CF_SOCKET_REENABLE_READ);
+    f->src = cf.SocketCreateRunLoopSource(NULL, f->sock, 0);
+    if (!f->src) {
+        cf.SocketInvalidate(f->sock);
+        cf.Release(f->sock);
+        free(f);
+        return NULL;
+    }
+    cf.AddSource(l->rl, f->src, cf.mode);
+    return f;
+}
+
+static void cf_fd_free(void *p)
+{
+    cf_fd_t *f = p;
+    cf.SocketInvalidate(f->sock);     /* removes its source from the loop too */
+    cf.Release(f->src);
+    cf.Release(f->sock);
+    free(f);
+}
+
 static unsigned long cf_observer_calls;
 static void cf_observed(CFTypeRef o, CFOptionFlags a, void *info)
 {
@@ -307,6 +364,7 @@ peer_t peer_cf = {
     .loop_new = cf_loop_new, .loop_free = cf_loop_free, .run = cf_run, .stop = cf_stop,
     .pass = cf_pass, .async_new = cf_async_new, .async_send = cf_async_send,
     .async_free = cf_async_free, .timer_new = cf_timer_new, .timer_start = cf_timer_start,
-    .timer_stop = cf_timer_stop, .timer_free = cf_timer_free, .timer_again = cf_timer_again, .observer_add = cf_observer_add,
+    .timer_stop = cf_timer_stop, .timer_free = cf_timer_free, .timer_again = cf_timer_again, .fd_new = cf_fd_new,
+    .fd_free = cf_fd_free, .observer_add = cf_observer_add,
     .timers_any_thread = 1, .perform = cf_perform_block,
 };
