@@ -230,7 +230,8 @@ def bar_groups(metrics):
         elif s == "timer_precision" and st.startswith("lateness"):
             put(("tp",), "timer precision (1 ms repeating timer): lateness", bm.stat_label(st), m)
         elif s == "memory_per_timer" and st.startswith("bytes_per_timer"):
-            put(("mem",), "memory per timer", bm.stat_label(st), m)
+            put(("mem",), "memory per timer",
+                "net of adapter item" if "net" in st else "bytes per timer", m)
         elif s == "fire_rate" and st == "fires_per_s":
             put(("fr",), "random-order fire rate", "fires/s", m)
         elif s == "cross_thread_timers" and st.endswith("_ns"):
