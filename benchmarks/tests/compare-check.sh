@@ -3,12 +3,18 @@
 #
 #  (i)   a run compared with itself: no metric differs, --fail-on passes, and the figures
 #        without rounds say so; an unknown --fail-on name exits 2.
-#  (ii)  two real short runs of the latency benchmark, CRunLoop with a 50 us spin window
-#        (BENCH_CRUNLOOP_SPIN_US=50) against none (0): the spin's one-way p50 must be "faster",
-#        the other way round "slower" and a --fail-on gate on it must fail. The benchmark
-#        program's timer slack is set to 1 us for both (prctl before exec: the sample gap is a
-#        20 us sleep, which the default 50 us slack would stretch past the 50 us window). 8
-#        rounds each, about 2 s of measuring; skipped on a machine with fewer than 2 CPUs.
+#  (ii)  real short runs of the latency benchmark, CRunLoop only, 8 rounds each (about 3 s of
+#        measuring; skipped with fewer than 2 CPUs), with a spin window (BENCH_CRUNLOOP_SPIN_US)
+#        of 50 us against none: the one-way p50 and the ping-pong p50 must be "faster" (the other
+#        way round "slower"), and --fail-on 'wakeup one-way p50:10' must fail for none after the
+#        spin. The runs get real-time priority (chrt -f 1) when allowed (root): the spinning loop
+#        then keeps its CPU while other processes run (niced, it lost it for a time slice to a
+#        benchmark run alongside: one-way p50 ~190 us instead of ~0.6 us), and the kernel gives
+#        a real-time thread no timer slack, so the sender's 20 us sleep between samples stays
+#        inside the window (with the default 50 us slack and the VM's wakeup of an idle vCPU it
+#        takes 50-100 us, and the loop is asleep again). Without chrt: niced to -10, and the
+#        one-way check uses a 200 us window (COMPARE_CHECK_NO_CHRT=1 forces this path; a run
+#        alongside can then spoil it). A failing check of (ii) measures all once more.
 #  (iii) a 6-round latency fixture against a copy with every one-way figure 30% worse
 #        (make-worse.py): --fail-on 'wakeup one-way p99' must exit 1, with a 40% slack 0.
 set -euo pipefail
@@ -17,8 +23,8 @@ root=$(cd "$here/../.." && pwd)
 cd "$root"
 compare=benchmarks/compare
 fix=benchmarks/results/fixtures
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp=${COMPARE_CHECK_KEEP:-$(mktemp -d)}; mkdir -p "$tmp"
+trap '[ -n "${COMPARE_CHECK_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "compare-check: FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "compare-check: ok: $*"; }
@@ -66,32 +72,56 @@ $compare --tsv "$fix/latency-6rounds.json" "$tmp/worse.json" > "$tmp/iii.tsv"
 v=$(verdict 'CRunLoop: wakeup ping-pong p50' "$tmp/iii.tsv")
 [ "$v" = "no difference" ] && ok "ping-pong untouched: no difference" || fail "ping-pong untouched: $v"
 
-# ---- (ii) a 50 us spin against none, measured ----------------------------------------------------
+# ---- (ii) a spin against none, measured -----------------------------------------------------------
 if [ "$(nproc)" -lt 2 ]; then
     echo "compare-check: (ii) skipped: fewer than 2 CPUs"
 else
     CC=${CC:-cc}
     make -s --no-print-directory CC="$CC" BUILD=build/bench build/bench/libcrunloop.a
     make -s --no-print-directory -C benchmarks CC="$CC" CORE_LIB=../build/bench/libcrunloop.a OUT=../build/bench
-    for spin in 0 50; do
-        BENCH_CRUNLOOP_SPIN_US=$spin python3 -c '
-import ctypes, os, sys
-if ctypes.CDLL(None, use_errno=True).prctl(29, 1000, 0, 0, 0) != 0:   # PR_SET_TIMERSLACK, 1 us
-    sys.exit("prctl(PR_SET_TIMERSLACK) failed")
-os.execv(sys.argv[1], sys.argv[1:])' build/bench/crunloop-bench --quick --bench latency \
-            --only CRunLoop --rounds 8 --json "$tmp/spin$spin/latest.json" > "$tmp/spin$spin.log"
+    # Real-time priority when allowed: the spinning loop keeps its CPU whatever else runs, and
+    # the kernel gives a real-time thread no timer slack, so the sender's 20 us sleep between
+    # samples stays well inside a 50 us window. Otherwise niced, and a 200 us window for one-way.
+    if [ -z "${COMPARE_CHECK_NO_CHRT:-}" ] && chrt -f 1 true 2>/dev/null; then
+        prio="chrt -f 1" oneway_spin=50
+    else prio="nice -n -10" oneway_spin=200; fi
+    measure() {
+        for spin in 0 50 $([ $oneway_spin = 50 ] || echo $oneway_spin); do
+            BENCH_CRUNLOOP_SPIN_US=$spin $prio build/bench/crunloop-bench --quick --bench latency \
+                --only CRunLoop --rounds 8 --json "$tmp/spin$spin/latest.json" > "$tmp/spin$spin.log" 2>&1
+        done
+    }
+    problems=()
+    check() {   # check A B METRIC WANT REVERSED-WANT: the verdict of B against A, and of A against B
+        $compare --tsv "$tmp/spin$1/latest.json" "$tmp/spin$2/latest.json" > "$tmp/ii.tsv"
+        $compare --tsv "$tmp/spin$2/latest.json" "$tmp/spin$1/latest.json" > "$tmp/ii-rev.tsv"
+        local v rv line
+        v=$(verdict "CRunLoop: $3" "$tmp/ii.tsv")
+        rv=$(verdict "CRunLoop: $3" "$tmp/ii-rev.tsv")
+        line=$(awk -F'\t' -v n="CRunLoop: $3" '$1 == n { print "A " $2 " ns, B " $3 " ns, p " $5 }' "$tmp/ii.tsv")
+        if [ "$v" = "$4" ] && [ "$rv" = "$5" ]; then ok "spin $2 us vs $1 ($prio): $3 $4 ($line)"
+        else problems+=("spin $2 us vs $1 ($prio): $3 '$v', reversed '$rv' ($line)"); fi
+    }
+    gate() {
+        if $compare "$tmp/spin$oneway_spin/latest.json" "$tmp/spin0/latest.json" \
+                --fail-on 'wakeup one-way p50:10' >/dev/null 2>&1; then
+            problems+=("spin 0 after $oneway_spin us: --fail-on 'wakeup one-way p50:10' passed")
+        else ok "spin 0 after $oneway_spin us: --fail-on 'wakeup one-way p50:10' fails"; fi
+    }
+    for attempt in 1 2; do
+        problems=()
+        measure
+        grep -q 'BENCH_CRUNLOOP_SPIN_US=50' "$tmp/spin50/latest.json" ||
+            problems+=("the spin run does not say its spin")
+        check 0 $oneway_spin "wakeup one-way p50" faster slower
+        check 0 50 "wakeup ping-pong p50" faster slower
+        gate
+        [ ${#problems[@]} -gt 0 ] || break
+        if [ $attempt = 1 ]; then
+            echo "compare-check: (ii) measured again once: ${problems[*]}"
+        fi
     done
-    grep -q 'BENCH_CRUNLOOP_SPIN_US=50' "$tmp/spin50/latest.json" || fail "the spin run does not say its spin"
-    $compare --tsv "$tmp/spin0/latest.json" "$tmp/spin50/latest.json" > "$tmp/ii.tsv"
-    $compare --tsv "$tmp/spin50/latest.json" "$tmp/spin0/latest.json" > "$tmp/ii-rev.tsv"
-    v=$(verdict 'CRunLoop: wakeup one-way p50' "$tmp/ii.tsv")
-    rv=$(verdict 'CRunLoop: wakeup one-way p50' "$tmp/ii-rev.tsv")
-    line=$(awk -F'\t' '$1 == "CRunLoop: wakeup one-way p50" { print "A " $2 " ns, B " $3 " ns, p " $5 }' "$tmp/ii.tsv")
-    if [ "$v" = faster ] && [ "$rv" = slower ]; then ok "spin 50 us vs 0: one-way p50 faster ($line)"
-    else fail "spin 50 us vs 0: one-way p50 '$v', reversed '$rv' ($line)"; fi
-    if $compare "$tmp/spin50/latest.json" "$tmp/spin0/latest.json" --fail-on 'wakeup one-way p50:10' >/dev/null 2>&1; then
-        fail "spin 0 after 50 us: --fail-on 'wakeup one-way p50:10' passed"
-    else ok "spin 0 after 50 us: --fail-on 'wakeup one-way p50:10' fails"; fi
+    for p in "${problems[@]}"; do fail "$p"; done
 fi
 
 if [ $fails -gt 0 ]; then echo "compare-check: $fails failure(s)"; exit 1; fi
