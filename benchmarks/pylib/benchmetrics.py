@@ -441,5 +441,6 @@ def fmt_value(v, unit):
     if unit == "ratio":
         return f"{v:.3g}"
     if unit in ("", "instr"):
-        return f"{v:.4g}" + (" instr" if unit else "")
+        s = f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+        return s + (" instr" if unit else "")
     return f"{v:.4g} {unit}"

@@ -22,7 +22,7 @@ h3 { font-size: 15px; margin: 16px 0 4px; }
 table { border-collapse: collapse; margin: 6px 0; }
 td, th { border: 1px solid #ddd; padding: 2px 7px; text-align: right; white-space: nowrap; }
 th { background: #f3f3f3; } td.k, th.k { text-align: left; }
-.spread { color: #777; font-size: 12px; }
+.spread { color: #777; font-size: 11px; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; }
 .faster, .better { background: #d9f2d9; } .slower, .worse { background: #f8d4d4; }
 .higher, .lower { background: #fff2cc; } .nor { color: #888; }
@@ -289,8 +289,9 @@ def cell(m):
     if m is None:
         return "<td></td>"
     sp = ""
-    if m.lo is not None and m.hi is not None and m.hi != m.lo:
-        sp = (f' <span class="spread">[{esc(bm.fmt_value(m.lo, m.unit))}&ndash;'
+    if (m.lo is not None and m.hi is not None and
+            bm.fmt_value(m.lo, m.unit) != bm.fmt_value(m.hi, m.unit)):
+        sp = (f'<br><span class="spread">[{esc(bm.fmt_value(m.lo, m.unit))}&ndash;'
               f'{esc(bm.fmt_value(m.hi, m.unit))}]</span>')
     return f"<td>{esc(bm.fmt_value(m.value, m.unit))}{sp}</td>"
 
