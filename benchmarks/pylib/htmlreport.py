@@ -34,8 +34,17 @@ def esc(s):
     return html.escape(str(s), quote=True)
 
 
+# The colours of plot.c's SVGs, by peer, whichever peers a run has; others take the rest in turn.
+KNOWN = ["epoll", "futex", "CRunLoop", "CFRunLoop", "libuv", "GLib", "libev", "libevent"]
+
+
 def peer_colours(peers):
-    return {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(peers)}
+    out = {p: PALETTE[KNOWN.index(p)] for p in peers if p in KNOWN}
+    spare = [c for c in PALETTE if c not in out.values()] + PALETTE[len(KNOWN):]
+    for p in peers:
+        if p not in out:
+            out[p] = spare[len([q for q in out if q not in KNOWN]) % len(spare)]
+    return out
 
 
 # ---- charts ----------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ Checks, each of which fails the test:
   2. the charts: at least 2 CDF charts (one-way, ping-pong) and, outside --compare, at least 3
      bar charts; every chart has at least one series; every CDF series is a polyline of at
      least 2 points inside the chart, and every bar chart at least 2 bars of positive width;
-  3. legends: every CDF chart's legend names every peer that has a histogram for that mode in
-     FIXTURE.json (read here straight from the JSON, not through the report's code), with " A"
+  3. legends: there is a CDF chart for every scenario and mode with histograms in FIXTURE.json,
+     and its legend names every peer that has a histogram there in FIXTURE.json (read here straight from the JSON, not through the report's code), with " A"
      and " B" entries for --compare; every bar chart's legend names each of its series;
   4. rendering, in headless Chromium (at half scale): (a) a screenshot of the report's first 1280x2000 pixels
      has enough non-white pixels, and coloured ones (the series, not only black text); (b) a
@@ -164,13 +164,20 @@ class Charts(HTMLParser):
 
 
 def peers_with_histograms(fixture):
-    """{mode: set(peers)} read straight from the JSON: latency.peers.P.MODE.histogram."""
+    """{(scenario, mode): set(peers)} read straight from the JSON: latency.peers.P.MODE.histogram
+    (scenario "idle") and latency.scenarios.S.peers.P.MODE.histogram."""
     d = json.load(open(fixture))
+    lat = d.get("latency") or {}
     out = {}
-    for peer, body in ((d.get("latency") or {}).get("peers") or {}).items():
-        for mode in ("oneway", "pingpong"):
-            if (body.get(mode) or {}).get("histogram"):
-                out.setdefault(mode, set()).add(peer)
+    places = [("idle", lat.get("peers") or {})]
+    for scen, body in (lat.get("scenarios") or {}).items():
+        if isinstance(body, dict) and isinstance(body.get("peers"), dict):
+            places.append((scen, body["peers"]))
+    for scen, peers in places:
+        for peer, body in peers.items():
+            for mode in ("oneway", "pingpong"):
+                if isinstance(body, dict) and (body.get(mode) or {}).get("histogram"):
+                    out.setdefault((scen, mode), set()).add(peer)
     return out
 
 
@@ -214,16 +221,22 @@ def main(argv):
 
     # 3. legends
     expected = peers_with_histograms(fixture)
+    charted = set()
     for c in cdfs:
         mode = "oneway" if c["title"].startswith("one-way") else "pingpong"
+        m = re.search(r", (.+?) scenario", c["title"])
+        key = (m.group(1) if m else "idle", mode)
+        charted.add(key)
         legend = {s.strip() for s in c["legend"]}
-        for peer in sorted(expected.get(mode, ())):
+        for peer in sorted(expected.get(key, ())):
             want = [f"{peer} A", f"{peer} B"] if compare else [peer]
             for w in want:
                 if w not in legend:
                     errors.append(f"chart '{c['title']}': legend lacks {w} (has {sorted(legend)})")
     if not expected:
         errors.append(f"{fixture}: no latency histogram (wrong fixture?)")
+    for key in sorted(set(expected) - charted):
+        errors.append(f"no CDF chart for scenario {key[0]}, {key[1]}")
     for c in bars:
         legend = {s.strip() for s in c["legend"]}
         for peer, _ in c["series"]:
