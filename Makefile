@@ -204,6 +204,8 @@ test:
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory bench-smoke
+	$(MAKE) --no-print-directory bench-compare-check CC=gcc
+	$(MAKE) --no-print-directory bench-report-check
 
 # ---- Install -----------------------------------------------------------------------------------
 

@@ -20,16 +20,30 @@ typedef struct {
     int in_mode;        /* a timeout: whether it is in the default mode (stop removes it) */
 } cr_item_t;
 
+/* BENCH_CRUNLOOP_SPIN_US=W: every loop this adapter makes gets a spin window of W us
+ * (rl_loop_set_spin) instead of the default 5 us; the version string says so (and so the JSON).
+ * For comparing runs with and without a spin (benchmarks/compare's tests); unset normally. */
+static double spin_override(void)
+{
+    const char *s = getenv("BENCH_CRUNLOOP_SPIN_US");
+    return s && *s ? atof(s) * 1e-6 : -1;
+}
+
 static int cr_load(peer_t *self)
 {
-    copy_str(self->version, sizeof self->version, rl_version_string());
+    if (spin_override() >= 0)
+        snprintf(self->version, sizeof self->version, "%s (BENCH_CRUNLOOP_SPIN_US=%s)",
+                 rl_version_string(), getenv("BENCH_CRUNLOOP_SPIN_US"));
+    else copy_str(self->version, sizeof self->version, rl_version_string());
     return 0;
 }
 
 static void *cr_loop_new(void)
 {
     cr_loop_t *l = calloc(1, sizeof *l);
+    double spin = spin_override();
     l->rl = rl_loop_get_current();
+    if (spin >= 0) rl_loop_set_spin(l->rl, spin);
     return l;
 }
 
