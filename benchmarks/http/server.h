@@ -48,7 +48,7 @@ static struct {
     unsigned long accepted, requests, idle_closes, stalls, open;
 } st;
 
-static void server_print_counters(void) {
+static inline void server_print_counters(void) {
     printf("served %lu requests on %lu connections; %lu closed idle; %lu backpressure stalls; "
            "%lu left open\n", st.requests, st.accepted, st.idle_closes,
            st.stalls, st.open);
@@ -62,12 +62,12 @@ struct server_args {
     bool version;    /* --version */
 };
 
-static void server_usage(void) {
+static inline void server_usage(void) {
     fprintf(stderr, "usage: " NAME " [--idle SECONDS] [PORT] | " NAME " --version\n");
     exit(2);
 }
 
-static struct server_args server_parse_args(int argc, char **argv) {
+static inline struct server_args server_parse_args(int argc, char **argv) {
     struct server_args a = { .idle = 5, .port = 0 };
     for (int i = 1; i < argc; i++) {
         char *end;
@@ -88,7 +88,7 @@ static struct server_args server_parse_args(int argc, char **argv) {
 /* ---- Loading the peer ------------------------------------------------------------------------ */
 
 /* Opens the first of names[] that loads; on failure prints why and exits SERVER_MISSING. */
-static void *server_dlopen(const char *const *names, const char *package) {
+static inline void *server_dlopen(const char *const *names, const char *package) {
     const char *err = "no candidate";
     for (const char *const *n = names; *n; n++) {
         void *h = dlopen(*n, RTLD_NOW | RTLD_LOCAL);
@@ -101,7 +101,7 @@ static void *server_dlopen(const char *const *names, const char *package) {
 }
 
 /* Looks a symbol up; a missing one is a library too old or not the one expected: SERVER_MISSING. */
-static void *server_dlsym(void *lib, const char *name) {
+static inline void *server_dlsym(void *lib, const char *name) {
     void *p = dlsym(lib, name);
     if (!p) {
         fprintf(stderr, NAME ": symbol %s missing from the library\n", name);
@@ -117,7 +117,7 @@ static void *server_dlsym(void *lib, const char *name) {
 
 /* 127.0.0.1:port, nonblocking, close-on-exec, SO_REUSEADDR, listening; sets *bound to the port.
  * Returns the fd or -errno. */
-static int server_listen(int port, int *bound) {
+static inline int server_listen(int port, int *bound) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     int one = 1;
@@ -135,12 +135,12 @@ static int server_listen(int port, int *bound) {
     return fd;
 }
 
-static void server_listening(int port) {
+static inline void server_listening(int port) {
     printf("listening on %d\n", port);
     fflush(stdout);
 }
 
-static void server_nodelay(int fd) {
+static inline void server_nodelay(int fd) {
     int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         fprintf(stderr, NAME ": TCP_NODELAY: %s\n", strerror(errno));
@@ -149,7 +149,7 @@ static void server_nodelay(int fd) {
 /* accept4 on a nonblocking listener: the fd, or -1 when there is no more to accept now (EAGAIN,
  * or an error that was reported); *pause is set when out of fds or memory (the caller stops
  * watching the listener until a connection closes). */
-static int server_accept(int lfd, bool *pause) {
+static inline int server_accept(int lfd, bool *pause) {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) return fd;
@@ -180,7 +180,7 @@ static bool conn_watch_writable(struct conn *c, bool writable);
 static void conn_rearm(struct conn *c);
 
 /* A peer that resets or goes away is a normal close; anything else is worth a line. */
-static void conn_fail(struct conn *c, const char *what, int err) {
+static inline void conn_fail(struct conn *c, const char *what, int err) {
     if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != ENOTCONN)
         fprintf(stderr, NAME ": %s on fd %d: %s\n", what, c->fd, strerror(err));
     conn_close(c);
@@ -188,7 +188,7 @@ static void conn_fail(struct conn *c, const char *what, int err) {
 
 /* Answers the requests buffered and re-arms the idle timeout if it answered any. Returns false
  * when the connection was closed (out of memory). */
-static bool conn_answer(struct conn *c) {
+static inline bool conn_answer(struct conn *c) {
     long n = http_answer(&c->io);
     if (n < 0) {
         fprintf(stderr, NAME ": out of memory for a response\n");
@@ -204,7 +204,7 @@ static bool conn_answer(struct conn *c) {
 
 /* Writes what is pending. On EAGAIN, stalls: waits for writability only. Returns true when
  * everything was written and the connection is open. */
-static bool conn_flush(struct conn *c) {
+static inline bool conn_flush(struct conn *c) {
     bool progressed = false;
     while (c->io.out_off < c->io.out_len) {
         ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
@@ -240,7 +240,7 @@ static bool conn_flush(struct conn *c) {
 }
 
 /* Answers and writes until the buffered requests are done or the output stalls. */
-static void conn_pump(struct conn *c) {
+static inline void conn_pump(struct conn *c) {
     for (;;) {
         if (!conn_answer(c)) return;
         if (c->io.out_len == c->io.out_off) return;   /* nothing to write: wait for input */
@@ -250,7 +250,7 @@ static void conn_pump(struct conn *c) {
 
 /* The fd is ready for what the connection waits for: writable when stalled, else readable
  * (level-triggered: one read per readiness; more data makes the loop call again). */
-static void conn_on_ready(struct conn *c) {
+static inline void conn_on_ready(struct conn *c) {
     if (c->stalled) {
         if (conn_flush(c)) conn_pump(c);
         return;
