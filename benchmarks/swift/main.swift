@@ -422,7 +422,7 @@ func rearmCosts(_ count: Int) -> (c: Double, swift: Double) {
 
     var context = rl_context_t()
     let raw: [OpaquePointer] = (0..<count).map { i in
-        let t = rl_timer_create(rl_time_now() + 10 + Double(i % 100), 1e15, 0, { _, _ in }, &context)!
+        let t = rl_timer_create_timeout(rl_time_now() + 10 + Double(i % 100), 0, { _, _ in }, &context)!
         rl_loop_add_timer(loop.raw, t, RL_DEFAULT_MODE)
         return t
     }
