@@ -124,7 +124,10 @@ if mode == "basic":
       assert headers.get("connection") == "keep-alive", headers
   wait = eof_after(s, buf)
   since_last = time.monotonic() - last
-  assert since_last >= idle, "closed %.3f s after the last request, before the idle timeout %.1f s" % (since_last, idle)
+  # A loop's timer may count from a moment a little before the request was read: libuv's clock
+  # is in whole milliseconds, and libuv, libev, libevent and CRunLoop's rl_timer_rearm count
+  # from the time their pass began. 5 ms of that is allowed; earlier is a bug.
+  assert since_last >= idle - 0.005, "closed %.3f s after the last request, before the idle timeout %.1f s" % (since_last, idle)
   assert since_last <= 3.0, "closed %.3f s after the last request" % since_last
   print("  keep-alive: 3 requests 0.2 s apart on one connection; idle close %.3f s after the last "
         "(%.3f s after the first)" % (since_last, time.monotonic() - t0))
