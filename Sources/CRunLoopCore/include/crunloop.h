@@ -85,20 +85,23 @@
  *   no wakeup. The same works with any timer: a repeating one whose interval is never reached
  *   (1e15 s) behaves alike, and rl_timer_set_next_fire_date(t, INFINITY) parks any valid timer.
  *   Cost: arming, re-arming and disarming a timer already in a mode allocate nothing and touch no
- *   reference count: one clock reading (none to disarm), the loop's lock, and an O(log n) heap
+ *   reference count: at most one clock reading (none to disarm, none for rl_timer_rearm inside a
+ *   callout), the loop's lock, and an O(log n) heap
  *   update that only sifts one way (down for a later date, up for an earlier one), comparing
  *   dates first and following a timer's pointer only to break a tie of dates (never among dormant
  *   timers); on the loop's own thread the call finds its loop without a stripe lock or a
- *   reference. About 250 instructions on x86-64 with 1e5 timers armed (benchmarks/timer-instructions,
- *   "re-arm"); benchmarks/run's "timer re-arm" row gives the time next to libev's ev_timer_again
- *   and the other peers' idioms. The fire of a timeout costs what a one-shot timer's does minus
- *   its invalidation, plus the park (an O(log n) sift to the bottom of the heap).
+ *   reference. About 240 instructions on x86-64 for rl_timer_rearm in a callout, 1e4 timers
+ *   armed (callgrind on benchmark 14: benchmarks/README.md), where libev's ev_timer_again takes
+ *   about 80: the loop's lock is 55 of them; rl_timer_set_next_fire_in adds a clock reading
+ *   (about 25 ns on a VM). benchmarks/run's "timer re-arm" row gives the time next to the
+ *   peers' idioms. The fire of a timeout costs what a one-shot timer's does minus its
+ *   invalidation, plus the park (an O(log n) sift to the bottom of the heap).
  *   Threads: from another thread it is the same call: it takes the loop's lock, and a timer moved
  *   earlier than the loop's current wait rearms the wait (or ends the loop's spin) without an
  *   explicit wakeup; one moved later, or disarmed, costs the sleeping loop no wakeup. The loop's
  *   lock is taken on its own thread too (its state is shared with the other threads that may add
  *   and remove items meanwhile).
-
+ *
  * NULL ARGUMENTS
  *   Every context pointer may be NULL (no info, no retain, no release), and so may every
  *   function pointer inside a context: a listening socket's fd source needs none. Callbacks
