@@ -86,11 +86,10 @@
  *   (1e15 s) behaves alike, and rl_timer_set_next_fire_date(t, INFINITY) parks any valid timer.
  *   Cost: arming, re-arming and disarming a timer already in a mode allocate nothing and touch no
  *   reference count: at most one clock reading (none to disarm, none for rl_timer_rearm inside a
- *   callout), the loop's lock, and an O(log n) heap
- *   update that only sifts one way (down for a later date, up for an earlier one), comparing
- *   dates first and following a timer's pointer only to break a tie of dates (never among dormant
- *   timers); on the loop's own thread the call finds its loop without a stripe lock or a
- *   reference. About 240 instructions on x86-64 for rl_timer_rearm in a callout, 1e4 timers
+ *   callout), the loop's lock, and an O(log n) heap update that only sifts one way (down for a
+ *   later date, up for an earlier one), comparing dates first and following a timer's pointer
+ *   only to break a tie of dates (never among dormant timers); on the loop's own thread the call
+ *   finds its loop without a stripe lock or a reference. About 240 instructions on x86-64 for rl_timer_rearm in a callout, 1e4 timers
  *   armed (callgrind on benchmark 14: benchmarks/README.md), where libev's ev_timer_again takes
  *   about 80: the loop's lock is 55 of them; rl_timer_set_next_fire_in adds a clock reading
  *   (about 25 ns on a VM). benchmarks/run's "timer re-arm" row gives the time next to the
