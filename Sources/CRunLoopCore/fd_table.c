@@ -422,6 +422,33 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
     return removals;
 }
 
+/* Why: the wakeup is a cross-thread request whose work the next pass's phase 4 (or blocks) serves;
+ * handling the fds the wait returned with it first makes the request wait for every one of their
+ * callouts (a burst of them: up to RL_WAIT_MAX_EVENTS), where an epoll loop reading its events in
+ * order runs only those reported before the wakeup, and CF handles the wakeup alone in its pass.
+ * The fds lose nothing: the wait might as well have returned the wakeup alone, a moment earlier. */
+int rl_fd_table_defer(rl_loop_t *loop, rl_mode *mode, rl_wait_event *events, int n) {
+    rl_fd_table *t = &loop->fds;
+    if (t->deferred) { /* (written by the loop's thread only) */
+        t->deferred = false;
+        return n;
+    }
+    pthread_mutex_lock(&loop->lock);
+    int kept = n;
+    if (rl_sources_signalled_in(loop, mode) || rl_blocks_pending(loop, mode)) {
+        kept = 0;
+        for (int i = 0; i < n; i++) {
+            rl_fd_watch *w = (size_t)events[i].fd < t->size ? &t->watches[events[i].fd] : NULL;
+            /* Kept: edge-triggered registrations (no interest: an error or hang-up is reported
+             * once), and events of no registration of ours (stale ones are found by repeats). */
+            if (!w || w->gen != events[i].gen || w->registered == 0) events[kept++] = events[i];
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
+    t->deferred = kept < n;
+    return kept;
+}
+
 bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n) {
     rl_ready_vec *ready = &run->sources;
     ready->count = 0;

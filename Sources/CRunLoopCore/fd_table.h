@@ -27,6 +27,12 @@ RL_HIDDEN void rl_fd_table_stale_gone(rl_loop_t *loop);
  * the epoll set when one keeps coming. Returns whether a source was called. n > 0; takes the
  * lock. */
 RL_HIDDEN bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_event *events, int n);
+/* A blocking wait that a wakeup ended returned fd events too: when work for mode is queued
+ * (signalled version-0 sources, blocks), keep of them only the ones that must be handled now, and
+ * leave the level-triggered rest to the next pass's wait, which finds them again (that pass
+ * performs the queued work first, then polls). Returns how many events are kept (compacted in
+ * events). Never twice in a row, so that fds are not starved by wakeups. Takes the lock. */
+RL_HIDDEN int rl_fd_table_defer(rl_loop_t *loop, rl_mode *mode, rl_wait_event *events, int n);
 /* For a host's query (backend.c): of the events a poll of the wait set took, park the fds no
  * source of mode wants, and queue again the edge-triggered events a source of mode wants (the
  * poll consumed them; the pass's wait must see them). Returns whether a source of mode wants one.

@@ -350,6 +350,7 @@ typedef struct {
      * stale_seen: so that passes keep asking the kernel, and find the stale event again. */
     atomic_size_t in_set;
     bool stale_seen;       /* a host's query saw an event that matches no registration */
+    bool deferred;         /* the last blocking wait left its fd events to the next pass */
     uint32_t next_gen;
     uint32_t waits;        /* waits that returned fd events */
     /* Tags of events that matched no registration, in the last wait and in this one. */

@@ -136,6 +136,10 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
     int n = rl_wait_for_events(&loop->wait, block, events, RL_WAIT_BATCH, &woken, accepting ? &accept : NULL);
     /* (Written by this thread only: fd_table.c.) */
     if (__builtin_expect(loop->fds.stale_seen, 0) && n == 0) rl_fd_table_stale_gone(loop);
+    /* Woken for queued work with fds ready too: the work first (fd_table.c). A later wait that
+     * returns fd events ends the deferral (so it never happens twice in a row). */
+    if (block && woken && n) n = rl_fd_table_defer(loop, run->mode, events, n);
+    else if (n) loop->fds.deferred = false;
     if (block) {
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;

@@ -406,6 +406,86 @@ RLT_TEST(a_deadline_gone_by_the_wait_polls_without_setting_the_timerfd) {
     rl_release(t);
 }
 
+/* ---- a wakeup for queued work comes before the fds its wait returned (fd_table.c) ------------ */
+
+typedef struct {
+    rl_loop_t *loop;
+    rl_source_t *signalled;
+    int ready[2], hangup[2];
+    int pass, setups;
+    char order[8];
+    int at[8], n;
+} defer_t;
+
+static void defer_note(defer_t *d, char what) {
+    if (d->n < 8) {
+        d->order[d->n] = what;
+        d->at[d->n++] = d->pass;
+    }
+}
+
+static void defer_observe(rl_observer_t *o, unsigned activity, void *info) {
+    (void)o;
+    defer_t *d = info;
+    if (activity == RL_BEFORE_SOURCES) d->pass++;
+    if (activity != RL_BEFORE_WAITING || d->setups++) return;
+    /* Everything ready before the loop blocks, so that its one wait returns it all: a readable
+     * pipe, a hang-up, and a wakeup (the eventfd written directly: PENDING unset, so the loop
+     * does block) for a source signalled meanwhile. */
+    RLT_CHECK(write(d->ready[1], "x", 1) == 1);
+    close(d->hangup[1]);
+    d->hangup[1] = -1;
+    rl_source_signal(d->signalled);
+    rl_wait_post_wakeup(&d->loop->wait);
+}
+
+static void defer_perform(void *info) {
+    defer_t *d = info;
+    defer_note(d, 's');
+    rl_source_invalidate(d->signalled);
+}
+
+static void defer_fd(rl_source_t *s, int fd, unsigned events, void *info) {
+    (void)events;
+    defer_t *d = info;
+    defer_note(d, fd == d->ready[0] ? 'r' : 'h');
+    rl_source_invalidate(s);
+}
+
+RLT_TEST(a_wakeup_for_queued_work_is_served_before_the_fds_its_wait_returned) {
+    const char *M = "defer-fds";
+    defer_t d = {.loop = rl_loop_get_current()};
+    RLT_CHECK(pipe(d.ready) == 0 && pipe(d.hangup) == 0);
+    rl_source_context_t sc = {.info = &d, .perform = defer_perform};
+    rl_context_t c = {.info = &d};
+    d.signalled = rl_source_create(0, &sc);
+    rl_source_t *r = rl_source_create_fd(d.ready[0], RL_FD_READABLE, 0, defer_fd, &c);
+    rl_source_t *h = rl_source_create_fd(d.hangup[0], 0, 0, defer_fd, &c); /* errors only: edge-triggered */
+    rl_observer_t *o = rl_observer_create(RL_BEFORE_SOURCES | RL_BEFORE_WAITING, true, 0, defer_observe, &c);
+    RLT_CHECK(d.signalled && r && h && o);
+    RLT_CHECK_EQ(rl_loop_add_source(d.loop, d.signalled, M), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(d.loop, r, M), 0);
+    RLT_CHECK_EQ(rl_loop_add_source(d.loop, h, M), 0);
+    RLT_CHECK_EQ(rl_loop_add_observer(d.loop, o, M), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(M, 2.0, false), RL_RUN_FINISHED);
+    /* Pass 1 waits: its wait returns the wakeup and both fds. It calls only the edge-triggered
+     * hang-up (a level-triggered fd would report it again, an edge would not); pass 2 performs
+     * the source, then its poll finds the pipe readable still. */
+    RLT_CHECK_EQ(d.n, 3);
+    RLT_CHECK(d.order[0] == 'h' && d.at[0] == 1);
+    RLT_CHECK(d.order[1] == 's' && d.at[1] == 2);
+    RLT_CHECK(d.order[2] == 'r' && d.at[2] == 2);
+    RLT_CHECK(!d.loop->fds.deferred); /* the pipe's event was handled since */
+    rl_observer_invalidate(o);
+    rl_release(o);
+    rl_release(r);
+    rl_release(h);
+    rl_release(d.signalled);
+    close(d.ready[0]);
+    close(d.ready[1]);
+    close(d.hangup[0]);
+}
+
 /* ---- Signalling (source.c) ---- */
 
 static void count_perform(void *info) { ++*(int *)info; }

@@ -210,7 +210,11 @@
  *     scheduled. CF's order among them is arbitrary.
  *   - Every event a wait returns is handled in the same pass; CF handles one per pass. Ready fd
  *     sources are called in ascending order; equal orders in the order the wait reported their
- *     fds, and sources of one fd in the order they were added.
+ *     fds, and sources of one fd in the order they were added. One exception, which is CF's
+ *     order: when a wait that blocked is ended by a wakeup (rl_loop_wakeup) while version-0
+ *     sources are signalled or blocks queued for the mode, the ready fds it found too are left
+ *     to the next pass, which performs those first and then polls the fds (never two passes in
+ *     a row; fds watched for errors only, being edge-triggered, are still called in the pass).
  *   - Removing or invalidating the last timer never leaves a wakeup behind at its old deadline.
  *   - A block queued for the running mode keeps the loop from sleeping until it has run.
  *     Blocks do not keep a mode from being empty (CF counts them).
