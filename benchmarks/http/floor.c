@@ -7,7 +7,9 @@
  * per readiness (level-triggered), GET -> the same fixed 200 response, keep-alive unless
  * `Connection: close`, 405 and close for other methods, pipelining, backpressure (EAGAIN: keep the
  * rest, wait for EPOLLOUT only), SIGTERM/SIGINT (a signalfd) close everything and exit 0, and the
- * same counters printed at exit; the HTTP part itself is the example's (examples/c/http_exchange.h).
+ * same counters printed at exit; the HTTP part itself is the example's (examples/c/http_exchange.h),
+ * and the connection's reading, answering and writing are server.h's, as in the libev, GLib and
+ * libevent servers: this file is the loop.
  *
  * Idle timeouts: every connection has the same timeout, so the connections sorted by deadline are
  * the connections in order of their last activity: a doubly-linked list, where re-arming moves a
@@ -16,26 +18,21 @@
  * documentation recommends for equal timeouts; a timer wheel degenerates to it here), cheaper than
  * a timerfd per connection, which costs a timerfd_settime per request: the floor.
  */
-#include <arpa/inet.h>
-#include <errno.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#define NAME "http-floor"
+#define SERVER_FLOOR        /* no library; the idle list below is the list of open connections */
+#define SERVER_READINESS
+
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../../examples/c/http_exchange.h"
-
-#define NAME "http-floor"
 
 enum { MAX_EVENTS = 256 };
 
@@ -47,6 +44,8 @@ struct conn {
     struct http_io io;         /* its bytes (http_exchange.h) */
 };
 
+#include "server.h"
+
 /* Tags in epoll_event.data.ptr for the two fds that are not connections. */
 static char LISTENER_TAG, SIGNAL_TAG;
 
@@ -54,7 +53,6 @@ static int ep, lfd = -1, sfd = -1;
 static double idle = 5;
 static bool accept_paused;
 static struct conn *head, *tail;
-static unsigned long accepted, requests, idle_closes, stalls, open_conns;
 
 static double now(void) {
     struct timespec ts;
@@ -75,7 +73,8 @@ static void list_append(struct conn *c) {
     tail = c;
 }
 
-static void rearm(struct conn *c) {
+/* server.h's: re-arms the idle timeout (a request was answered, or a stalled write progressed). */
+static void conn_rearm(struct conn *c) {
     c->deadline = now() + idle;
     if (c != tail) {
         list_unlink(c);
@@ -90,21 +89,16 @@ static void conn_close(struct conn *c) {
     if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
     free(c->io.out);
     free(c);
-    open_conns--;
+    st.open--;
     if (accept_paused) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &LISTENER_TAG };
         if (epoll_ctl(ep, EPOLL_CTL_MOD, lfd, &ev) == 0) accept_paused = false;
     }
 }
 
-static void conn_fail(struct conn *c, const char *what, int err) {
-    if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != ENOTCONN)
-        fprintf(stderr, NAME ": %s on fd %d: %s\n", what, c->fd, strerror(err));
-    conn_close(c);
-}
-
-static bool set_events(struct conn *c, unsigned events) {
-    struct epoll_event ev = { .events = events, .data.ptr = c };
+/* server.h's: a stall waits for EPOLLOUT only; its end, for EPOLLIN again. */
+static bool conn_watch_writable(struct conn *c, bool writable) {
+    struct epoll_event ev = { .events = writable ? EPOLLOUT : EPOLLIN, .data.ptr = c };
     if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
         conn_fail(c, "epoll_ctl MOD", errno);
         return false;
@@ -112,98 +106,9 @@ static bool set_events(struct conn *c, unsigned events) {
     return true;
 }
 
-/* Answers the requests buffered (http_exchange.h) and re-arms the idle timeout if it answered
- * any. Returns false when the connection was closed (out of memory). */
-static bool answer_requests(struct conn *c) {
-    long n = http_answer(&c->io);
-    if (n < 0) {
-        conn_close(c);
-        return false;
-    }
-    if (n) {
-        requests += (unsigned long)n;
-        rearm(c);
-    }
-    return true;
-}
-
-static bool flush(struct conn *c) {
-    bool progressed = false;
-    while (c->io.out_off < c->io.out_len) {
-        ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->io.out_off += (size_t)n;
-            progressed = true;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->stalled) {
-                if (progressed) rearm(c);
-                return false;
-            }
-            if (!set_events(c, EPOLLOUT)) return false;
-            c->stalled = true;
-            stalls++;
-            return false;
-        }
-        conn_fail(c, "send", n < 0 ? errno : EPIPE);
-        return false;
-    }
-    c->io.out_off = c->io.out_len = 0;
-    if (c->io.close_after_flush) {
-        conn_close(c);
-        return false;
-    }
-    if (c->stalled) {
-        if (!set_events(c, EPOLLIN)) return false;
-        c->stalled = false;
-    }
-    return true;
-}
-
-static void pump(struct conn *c) {
-    for (;;) {
-        if (!answer_requests(c)) return;
-        if (c->io.out_len == c->io.out_off) return;
-        if (!flush(c)) return;
-    }
-}
-
-static void on_conn(struct conn *c) {
-    if (c->stalled) {
-        if (flush(c)) pump(c);
-        return;
-    }
-    for (;;) {
-        ssize_t n = read(c->fd, c->io.in + c->io.in_len, HTTP_IN_CAP - c->io.in_len);
-        if (n > 0) {
-            c->io.in_len += (size_t)n;
-            pump(c);
-            return;
-        }
-        if (n == 0) {
-            conn_close(c);
-            return;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        conn_fail(c, "read", errno);
-        return;
-    }
-}
-
 static void conn_open(int fd) {
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-        fprintf(stderr, NAME ": TCP_NODELAY: %s\n", strerror(errno));
-    struct conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        fprintf(stderr, NAME ": out of memory for a connection\n");
-        close(fd);
-        return;
-    }
-    c->fd = fd;
+    struct conn *c = server_conn_new(fd);
+    if (!c) return;
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
     if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
         fprintf(stderr, NAME ": epoll_ctl ADD: %s\n", strerror(errno));
@@ -213,56 +118,23 @@ static void conn_open(int fd) {
     }
     c->deadline = now() + idle;
     list_append(c);
-    open_conns++;
-    accepted++;
+    st.open++;
+    st.accepted++;
 }
 
 static void on_accept(void) {
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            conn_open(fd);
-            continue;
-        }
-        switch (errno) {
-        case EAGAIN:
-#if EWOULDBLOCK != EAGAIN
-        case EWOULDBLOCK:
-#endif
-            return;
-        case EINTR: case ECONNABORTED: case EPROTO:
-            continue;
-        case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM: {
-            fprintf(stderr, NAME ": accept4: %s (pausing accept)\n", strerror(errno));
-            struct epoll_event ev = { .events = 0, .data.ptr = &LISTENER_TAG };
-            if (epoll_ctl(ep, EPOLL_CTL_MOD, lfd, &ev) == 0) accept_paused = true;
-            return;
-        }
-        default:
-            fprintf(stderr, NAME ": accept4: %s\n", strerror(errno));
-            return;
-        }
+    bool pause = false;
+    int fd;
+    while ((fd = http_accept(lfd, &pause)) >= 0) conn_open(fd);
+    if (pause) {   /* level-triggered: stop watching the listener until a connection closes */
+        struct epoll_event ev = { .events = 0, .data.ptr = &LISTENER_TAG };
+        if (epoll_ctl(ep, EPOLL_CTL_MOD, lfd, &ev) == 0) accept_paused = true;
     }
-}
-
-static void usage(void) {
-    fprintf(stderr, "usage: " NAME " [--idle SECONDS] [PORT]\n");
-    exit(2);
 }
 
 int main(int argc, char **argv) {
-    int port = 0;
-    for (int i = 1; i < argc; i++) {
-        char *end;
-        if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
-            idle = strtod(argv[++i], &end);
-            if (*end || !(idle > 0) || !isfinite(idle)) usage();
-        } else {
-            long p = strtol(argv[i], &end, 10);
-            if (*end || p < 0 || p > 65535) usage();
-            port = (int)p;
-        }
-    }
+    struct server_args args = server_parse_args(argc, argv);
+    idle = args.idle;
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -273,26 +145,19 @@ int main(int argc, char **argv) {
     signal(SIGINT, SIG_DFL);
     if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0 ||
         (sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
-        (ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-        (lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+        (ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         fprintf(stderr, NAME ": setup: %s\n", strerror(errno));
         return 1;
     }
-    int one = 1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t alen = sizeof a;
+    int port = 0;
+    lfd = server_listen(args.port, &port);
     struct epoll_event lev = { .events = EPOLLIN, .data.ptr = &LISTENER_TAG };
     struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &SIGNAL_TAG };
-    if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, SOMAXCONN) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0 ||
-        epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &sev) != 0) {
-        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", port, strerror(errno));
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &sev) != 0) {
+        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", args.port, strerror(errno));
         return 1;
     }
-    printf("listening on %d\n", ntohs(a.sin_port));
-    fflush(stdout);
+    server_listening(port);
 
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
@@ -312,7 +177,7 @@ int main(int argc, char **argv) {
             void *p = events[i].data.ptr;
             if (p == &LISTENER_TAG) on_accept();
             else if (p == &SIGNAL_TAG) stop = true;
-            else on_conn(p);   /* a connection closed above is not in a later event: each fd once */
+            else conn_on_ready(p);   /* a connection closed above is in no later event: each fd once */
         }
         if (stop) {
             struct signalfd_siginfo si;
@@ -326,11 +191,9 @@ int main(int argc, char **argv) {
         }
         double t = now();
         while (head && head->deadline <= t) {
-            idle_closes++;
+            st.idle_closes++;
             conn_close(head);
         }
     }
-    printf("served %lu requests on %lu connections; %lu closed idle; %lu backpressure stalls; "
-           "%lu left open\n", requests, accepted, idle_closes, stalls, open_conns);
-    return open_conns == 0 ? 0 : 1;
+    return server_exit_status();
 }

@@ -1,32 +1,44 @@
 /*
- * server.h - what the peer servers of the HTTP benchmark share (benchmarks/http/server_*.c): the
- * command line, the listening socket, the counters printed at exit, loading the peer library
- * (dlopen: nothing of a peer is linked, as in benchmarks/peers), and, for the servers that are
- * told of readiness (libev, GLib, libevent), the connection's reading, answering and writing,
- * written as floor.c and examples/c/10-http-server.c write it, so that these servers differ from
- * those two only in their loop. The HTTP part itself is examples/c/http_exchange.h.
+ * server.h - what the servers of the HTTP benchmark share (floor.c and server_*.c): the command
+ * line, the listening, the counters printed at exit, the list of open connections and shutting
+ * them down, loading the peer library (dlopen: nothing of a peer is linked, as in
+ * benchmarks/peers), and, for the servers that are told of readiness (floor.c's epoll, libev,
+ * GLib, libevent), the connection's reading, answering and writing, written as
+ * examples/c/10-http-server.c writes it, so that these servers differ from it and from each other
+ * only in their loop. The HTTP part itself and the sockets' setup are examples/c/http_exchange.h.
  *
- * A readiness server defines, before including this file with SERVER_READINESS defined:
- *   struct conn { ... int fd; bool stalled; struct http_io io; ... };
- *   static void conn_close(struct conn *c);                  closes it (idempotent, may free it)
+ * Every server defines NAME (its program's name) and, before including this file,
+ *   struct conn { ... struct conn *prev, *next; struct http_io io; ... };
+ * and defines (before or after this file)
+ *   static void conn_close(struct conn *c);                  closes it (may free it)
+ * A peer server calls server_conn_opened(c) once it has made a connection (on the list `conns`,
+ * counted), server_conn_closed(c) from conn_close, and server_shutdown(signo) on SIGTERM/SIGINT.
+ * floor.c defines SERVER_FLOOR: no library (no --version), no bound on --idle (as the example),
+ * and its own list of the connections, the idle list, and its own counting.
+ *
+ * A readiness server defines SERVER_READINESS, has `int fd; bool stalled;` in its struct conn and
+ * defines (before or after this file):
  *   static bool conn_watch_writable(struct conn *c, bool w);  w: wait for writability only (a
  *       stall), else for readability; false when that failed and the connection was closed
  *   static void conn_rearm(struct conn *c);                  re-arms the idle timeout
  * and calls conn_on_ready(c) when the loop says the fd is ready for what it waits for.
  *
- * Usage of every server: NAME [--idle SECONDS] [PORT] (PORT 0 or none: ephemeral), or
+ * Usage of every peer server: NAME [--idle SECONDS] [PORT] (PORT 0 or none: ephemeral), or
  * NAME --version: prints the peer library's version and exits 0, or exits 77 (SERVER_MISSING)
  * when the library cannot be loaded; a server started without its library exits 77 too.
+ * floor.c's: NAME [--idle SECONDS] [PORT].
  */
 #ifndef HTTP_SERVER_H
 #define HTTP_SERVER_H
 
-#include <arpa/inet.h>
+#ifndef NAME
+#error "define NAME (the program's name) before including server.h"
+#endif
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +48,6 @@
 
 #include "../../examples/c/http_exchange.h"
 
-#ifndef NAME
-#error "define NAME (the program's name) before including server.h"
-#endif
-
 enum { SERVER_MISSING = 77 };
 
 /* The counters every server prints at exit, in the words of floor.c and the example (the checks
@@ -48,10 +56,13 @@ static struct {
     unsigned long accepted, requests, idle_closes, stalls, open;
 } st;
 
-static inline void server_print_counters(void) {
+/* The end of main(): prints the counters; returns the exit status, 0 when every connection was
+ * closed. */
+static inline int server_exit_status(void) {
     printf("served %lu requests on %lu connections; %lu closed idle; %lu backpressure stalls; "
            "%lu left open\n", st.requests, st.accepted, st.idle_closes,
            st.stalls, st.open);
+    return st.open == 0 ? 0 : 1;
 }
 
 /* ---- The command line ------------------------------------------------------------------------ */
@@ -63,7 +74,11 @@ struct server_args {
 };
 
 static inline void server_usage(void) {
+#ifdef SERVER_FLOOR
+    fprintf(stderr, "usage: " NAME " [--idle SECONDS] [PORT]\n");
+#else
     fprintf(stderr, "usage: " NAME " [--idle SECONDS] [PORT] | " NAME " --version\n");
+#endif
     exit(2);
 }
 
@@ -73,9 +88,12 @@ static inline struct server_args server_parse_args(int argc, char **argv) {
         char *end;
         if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
             a.idle = strtod(argv[++i], &end);
-            if (*end || !(a.idle > 0) || !isfinite(a.idle) || a.idle > 1e6) server_usage();
+            if (*end || !(a.idle > 0) || !isfinite(a.idle)) server_usage();
+#ifndef SERVER_FLOOR
+            if (a.idle > 1e6) server_usage();   /* floor.c, as the example, takes any */
         } else if (strcmp(argv[i], "--version") == 0) {
             a.version = true;
+#endif
         } else {
             long p = strtol(argv[i], &end, 10);
             if (*end || p < 0 || p > 65535) server_usage();
@@ -113,76 +131,77 @@ static inline void *server_dlsym(void *lib, const char *name) {
 /* SYM(lib, table.field, "name"): assigns a function pointer from dlsym without a cast warning. */
 #define SYM(lib, field, name) (*(void **)&(field) = server_dlsym((lib), (name)))
 
-/* ---- The listening socket -------------------------------------------------------------------- */
+/* ---- Listening and connections -------------------------------------------------------------- */
 
-/* 127.0.0.1:port, nonblocking, close-on-exec, SO_REUSEADDR, listening; sets *bound to the port.
- * Returns the fd or -errno. */
+/* http_listen (http_exchange.h) on 127.0.0.1:port; on failure says why and exits 1. Sets *bound
+ * to the port listened on. */
 static inline int server_listen(int port, int *bound) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    int one = 1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t alen = sizeof a;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        int err = errno;
-        close(fd);
-        return -err;
+    int fd = http_listen(port, bound);
+    if (fd < 0) {
+        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", port, strerror(-fd));
+        exit(1);
     }
-    *bound = ntohs(a.sin_port);
     return fd;
 }
 
+/* What the bench waits for before it starts the client. */
 static inline void server_listening(int port) {
     printf("listening on %d\n", port);
     fflush(stdout);
 }
 
-static inline void server_nodelay(int fd) {
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-        fprintf(stderr, NAME ": TCP_NODELAY: %s\n", strerror(errno));
+static void conn_close(struct conn *c);
+
+#ifndef SERVER_FLOOR
+static struct conn *conns;   /* the open connections, the newest first */
+
+/* A connection made: on the list, counted. */
+static inline void server_conn_opened(struct conn *c) {
+    c->next = conns;
+    if (conns) conns->prev = c;
+    conns = c;
+    st.open++;
+    st.accepted++;
 }
 
-/* accept4 on a nonblocking listener: the fd, or -1 when there is no more to accept now (EAGAIN,
- * or an error that was reported); *pause is set when out of fds or memory (the caller stops
- * watching the listener until a connection closes). */
-static inline int server_accept(int lfd, bool *pause) {
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) return fd;
-        switch (errno) {
-        case EAGAIN:
-#if EWOULDBLOCK != EAGAIN
-        case EWOULDBLOCK:
+/* A connection closing (called once): off the list. */
+static inline void server_conn_closed(struct conn *c) {
+    if (c->prev) c->prev->next = c->next; else conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    st.open--;
+}
+
+/* SIGTERM or SIGINT: says so, and closes the open connections (with conn_close); what else the
+ * loop watches is the caller's. */
+static inline void server_shutdown(int signo) {
+    printf("%s: shutting down\n", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    while (conns) conn_close(conns);
+}
 #endif
-            return -1;
-        case EINTR: case ECONNABORTED: case EPROTO:
-            continue;
-        case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM:
-            fprintf(stderr, NAME ": accept4: %s (pausing accept)\n", strerror(errno));
-            *pause = true;
-            return -1;
-        default:
-            fprintf(stderr, NAME ": accept4: %s\n", strerror(errno));
-            return -1;
-        }
-    }
-}
 
-/* ---- A readiness server's connection (libev, GLib, libevent) ------------------------------- */
+/* ---- A readiness server's connection (floor, libev, GLib, libevent) ------------------------ */
 
 #ifdef SERVER_READINESS
-static void conn_close(struct conn *c);
 static bool conn_watch_writable(struct conn *c, bool writable);
 static void conn_rearm(struct conn *c);
 
-/* A peer that resets or goes away is a normal close; anything else is worth a line. */
+/* A new connection on fd (TCP_NODELAY set): zeroed but for its fd, or NULL when out of memory
+ * (the fd closed). */
+static inline struct conn *server_conn_new(int fd) {
+    http_nodelay(fd);
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, NAME ": out of memory for a connection\n");
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    return c;
+}
+
+/* A read or send error: reported unless the peer just went away (http_exchange.h), and close. */
 static inline void conn_fail(struct conn *c, const char *what, int err) {
-    if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != ENOTCONN)
-        fprintf(stderr, NAME ": %s on fd %d: %s\n", what, c->fd, strerror(err));
+    http_report(what, c->fd, err);
     conn_close(c);
 }
 
@@ -191,7 +210,6 @@ static inline void conn_fail(struct conn *c, const char *what, int err) {
 static inline bool conn_answer(struct conn *c) {
     long n = http_answer(&c->io);
     if (n < 0) {
-        fprintf(stderr, NAME ": out of memory for a response\n");
         conn_close(c);
         return false;
     }
@@ -202,32 +220,25 @@ static inline bool conn_answer(struct conn *c) {
     return true;
 }
 
-/* Writes what is pending. On EAGAIN, stalls: waits for writability only. Returns true when
- * everything was written and the connection is open. */
+/* Writes what is pending. When the socket is full, stalls: waits for writability only. Returns
+ * true when everything was written and the connection is open. */
 static inline bool conn_flush(struct conn *c) {
-    bool progressed = false;
-    while (c->io.out_off < c->io.out_len) {
-        ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->io.out_off += (size_t)n;
-            progressed = true;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->stalled) {
-                if (progressed) conn_rearm(c);   /* a slow reader that reads is not idle */
-                return false;
-            }
-            if (!conn_watch_writable(c, true)) return false;
-            c->stalled = true;
-            st.stalls++;
+    bool progressed;
+    int err = http_send(c->fd, &c->io, &progressed);
+    if (err == -EAGAIN) {
+        if (c->stalled) {
+            if (progressed) conn_rearm(c);   /* a slow reader that reads is not idle */
             return false;
         }
-        conn_fail(c, "send", n < 0 ? errno : EPIPE);
+        if (!conn_watch_writable(c, true)) return false;
+        c->stalled = true;
+        st.stalls++;
         return false;
     }
-    c->io.out_off = c->io.out_len = 0;
+    if (err) {
+        conn_fail(c, "send", -err);
+        return false;
+    }
     if (c->io.close_after_flush) {
         conn_close(c);
         return false;
@@ -255,22 +266,10 @@ static inline void conn_on_ready(struct conn *c) {
         if (conn_flush(c)) conn_pump(c);
         return;
     }
-    for (;;) {
-        ssize_t n = read(c->fd, c->io.in + c->io.in_len, HTTP_IN_CAP - c->io.in_len);
-        if (n > 0) {
-            c->io.in_len += (size_t)n;
-            conn_pump(c);
-            return;
-        }
-        if (n == 0) {   /* the peer closed */
-            conn_close(c);
-            return;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        conn_fail(c, "read", errno);
-        return;
-    }
+    ssize_t n = http_read(c->fd, &c->io);
+    if (n > 0) conn_pump(c);
+    else if (n == 0) conn_close(c);   /* the peer closed */
+    else if (n != -EAGAIN) conn_fail(c, "read", (int)-n);
 }
 #endif /* SERVER_READINESS */
 

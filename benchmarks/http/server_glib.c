@@ -16,7 +16,7 @@
  *
  * GLib is loaded with dlopen (libglib-2.0.so.0, Debian package libglib2.0-0): the GSource header
  * is 96 bytes on LP64 (GLib 2.x; a custom source's fields follow it), GSourceFuncs is six
- * pointers, and the GIOCondition bits are poll's.
+ * pointers (benchmarks/peers/glib_types.h), and the GIOCondition bits are poll's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -29,17 +29,9 @@
 #include <stdint.h>
 
 #include "../../examples/c/http_exchange.h"
+#include "../peers/glib_types.h"   /* gboolean, GSourceFunc, GSourceFuncs: as benchmarks/peers */
 
-typedef int gboolean;
-typedef gboolean (*GSourceFunc)(void *data);
 typedef gboolean (*GUnixFDSourceFunc)(int fd, unsigned condition, void *data);
-typedef struct {
-    gboolean (*prepare)(void *source, int *timeout);
-    gboolean (*check)(void *source);
-    gboolean (*dispatch)(void *source, GSourceFunc cb, void *data);
-    void (*finalize)(void *source);
-    void *closure_callback, *closure_marshal;
-} GSourceFuncs;
 
 enum { G_IO_IN = 1, G_IO_OUT = 4, G_SOURCE_REMOVE = 0, G_SOURCE_CONTINUE = 1 };
 enum { GSOURCE_SIZE = 96 };
@@ -107,7 +99,6 @@ static int64_t idle_us;
 static int lfd = -1;
 static unsigned listener_id, sigterm_id, sigint_id;
 static bool accept_paused;
-static struct conn *conns;
 
 static gboolean on_accept(int fd, unsigned condition, void *data);
 
@@ -116,9 +107,7 @@ static gboolean on_accept(int fd, unsigned condition, void *data);
 static void conn_close(struct conn *c) {
     if (c->closed) return;
     c->closed = true;
-    if (c->prev) c->prev->next = c->next; else conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    st.open--;
+    server_conn_closed(c);
     g.destroy(c);               /* out of the context (and its fd out of the poll set) first */
     if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
     g.unref(c);                 /* ours; GLib holds its own through a dispatch; finalize frees */
@@ -153,18 +142,14 @@ static void conn_finalize(void *source) { free(((struct conn *)source)->io.out);
 static GSourceFuncs conn_funcs = { NULL, NULL, conn_dispatch, conn_finalize, NULL, NULL };
 
 static void conn_open(int fd) {
-    server_nodelay(fd);
+    http_nodelay(fd);
     struct conn *c = g.source_new(&conn_funcs, sizeof *c);   /* zeroed past the GSource header */
     c->fd = fd;
     c->tag = g.add_unix_fd(c, fd, G_IO_IN);
     /* Before attaching: a source of the context set from one of its dispatches wakes it up. */
     g.set_ready_time(c, g.monotonic_time() + idle_us);
     g.attach(c, NULL);
-    c->next = conns;
-    if (conns) conns->prev = c;
-    conns = c;
-    st.open++;
-    st.accepted++;
+    server_conn_opened(c);
 }
 
 /* ---- The listener and shutdown ------------------------------------------------------------- */
@@ -174,7 +159,7 @@ static gboolean on_accept(int fd, unsigned condition, void *data) {
     (void)data;
     bool pause = false;
     int cfd;
-    while ((cfd = server_accept(fd, &pause)) >= 0) conn_open(cfd);
+    while ((cfd = http_accept(fd, &pause)) >= 0) conn_open(cfd);
     if (pause) {
         accept_paused = true;
         listener_id = 0;
@@ -185,9 +170,8 @@ static gboolean on_accept(int fd, unsigned condition, void *data) {
 
 static gboolean on_signal(void *data) {
     int signo = (int)(intptr_t)data;
-    printf("%s: shutting down\n", signo == SIGTERM ? "SIGTERM" : "SIGINT");
     accept_paused = false;
-    while (conns) conn_close(conns);
+    server_shutdown(signo);
     if (listener_id) g.remove(listener_id);
     if (close(lfd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
     g.remove(signo == SIGTERM ? sigint_id : sigterm_id);
@@ -207,16 +191,11 @@ int main(int argc, char **argv) {
     main_loop = g.main_loop_new(NULL, 0);
     int port = 0;
     lfd = server_listen(args.port, &port);
-    if (lfd < 0) {
-        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", args.port, strerror(-lfd));
-        return 1;
-    }
     listener_id = g.unix_fd_add(lfd, G_IO_IN, on_accept, NULL);
     sigterm_id = g.unix_signal_add(SIGTERM, on_signal, (void *)(intptr_t)SIGTERM);
     sigint_id = g.unix_signal_add(SIGINT, on_signal, (void *)(intptr_t)SIGINT);
     server_listening(port);
 
     g.main_loop_run(main_loop);
-    server_print_counters();
-    return st.open == 0 ? 0 : 1;
+    return server_exit_status();
 }

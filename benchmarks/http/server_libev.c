@@ -69,7 +69,6 @@ static int lfd = -1;
 static ev_io_t listener;
 static ev_signal_t sigterm_w, sigint_w;
 static bool accept_paused;
-static struct conn *conns;
 
 static void load(void) {
     static const char *const names[] = { "libev.so.4", "libev.so", NULL };
@@ -98,11 +97,9 @@ static void conn_close(struct conn *c) {
     ev.io_stop(loop, &c->w);      /* stopped watchers may be freed, even from their callback */
     ev.timer_stop(loop, &c->timer);
     if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
-    if (c->prev) c->prev->next = c->next; else conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    server_conn_closed(c);
     free(c->io.out);
     free(c);
-    st.open--;
     if (accept_paused) {
         ev.io_start(loop, &listener);
         accept_paused = false;
@@ -133,23 +130,13 @@ static void on_idle(void *l, void *w, int revents) {
 }
 
 static void conn_open(int fd) {
-    server_nodelay(fd);
-    struct conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        fprintf(stderr, NAME ": out of memory for a connection\n");
-        close(fd);
-        return;
-    }
-    c->fd = fd;
+    struct conn *c = server_conn_new(fd);
+    if (!c) return;
     io_init(&c->w, on_conn_io, c, fd, EV_READ);
     c->timer = (ev_timer_t){ .data = c, .cb = on_idle, .at = 0, .repeat = idle };
     ev.io_start(loop, &c->w);
     ev.timer_again(loop, &c->timer);   /* not active, repeating: starts it, due in `repeat` */
-    c->next = conns;
-    if (conns) conns->prev = c;
-    conns = c;
-    st.open++;
-    st.accepted++;
+    server_conn_opened(c);
 }
 
 /* ---- The listener and shutdown ------------------------------------------------------------- */
@@ -160,7 +147,7 @@ static void on_accept(void *l, void *w, int revents) {
     (void)revents;
     bool pause = false;
     int fd;
-    while ((fd = server_accept(lfd, &pause)) >= 0) conn_open(fd);
+    while ((fd = http_accept(lfd, &pause)) >= 0) conn_open(fd);
     if (pause) {
         ev.io_stop(loop, &listener);
         accept_paused = true;
@@ -170,9 +157,8 @@ static void on_accept(void *l, void *w, int revents) {
 static void on_signal(void *l, void *w, int revents) {
     (void)l;
     (void)revents;
-    printf("%s: shutting down\n", ((ev_signal_t *)w)->signum == SIGTERM ? "SIGTERM" : "SIGINT");
     accept_paused = false;
-    while (conns) conn_close(conns);
+    server_shutdown(((ev_signal_t *)w)->signum);
     ev.io_stop(loop, &listener);
     if (close(lfd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
     ev.signal_stop(loop, &sigterm_w);
@@ -195,10 +181,6 @@ int main(int argc, char **argv) {
     }
     int port = 0;
     lfd = server_listen(args.port, &port);
-    if (lfd < 0) {
-        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", args.port, strerror(-lfd));
-        return 1;
-    }
     io_init(&listener, on_accept, NULL, lfd, EV_READ);
     ev.io_start(loop, &listener);
     sigterm_w = (ev_signal_t){ .cb = on_signal, .signum = SIGTERM };
@@ -208,6 +190,5 @@ int main(int argc, char **argv) {
     server_listening(port);
 
     ev.run(loop, 0);
-    server_print_counters();
-    return st.open == 0 ? 0 : 1;
+    return server_exit_status();
 }

@@ -57,7 +57,6 @@ static const struct timeval *idle_tv;   /* the common timeout */
 static int lfd = -1;
 static void *listener, *sigterm_ev, *sigint_ev;
 static bool accept_paused;
-static struct conn *conns;
 
 static void load(void) {
     static const char *const names[] = { "libevent_core-2.1.so.7", "libevent-2.1.so.7", NULL };
@@ -79,11 +78,9 @@ static void conn_close(struct conn *c) {
     le.event_free(c->rev);      /* event_free deletes a pending event first; allowed in its callback */
     le.event_free(c->wev);
     if (close(c->fd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
-    if (c->prev) c->prev->next = c->next; else conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    server_conn_closed(c);
     free(c->io.out);
     free(c);
-    st.open--;
     if (accept_paused && le.add(listener, NULL) == 0) accept_paused = false;
 }
 
@@ -114,14 +111,8 @@ static void on_conn_event(int fd, short what, void *arg) {
 }
 
 static void conn_open(int fd) {
-    server_nodelay(fd);
-    struct conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        fprintf(stderr, NAME ": out of memory for a connection\n");
-        close(fd);
-        return;
-    }
-    c->fd = fd;
+    struct conn *c = server_conn_new(fd);
+    if (!c) return;
     c->rev = le.event_new(base, fd, EV_READ | EV_PERSIST, on_conn_event, c);
     c->wev = le.event_new(base, fd, EV_WRITE | EV_PERSIST, on_conn_event, c);
     if (!c->rev || !c->wev || le.add(c->rev, idle_tv) != 0) {
@@ -132,11 +123,7 @@ static void conn_open(int fd) {
         free(c);
         return;
     }
-    c->next = conns;
-    if (conns) conns->prev = c;
-    conns = c;
-    st.open++;
-    st.accepted++;
+    server_conn_opened(c);
 }
 
 /* ---- The listener and shutdown ------------------------------------------------------------- */
@@ -147,16 +134,15 @@ static void on_accept(int fd, short what, void *arg) {
     (void)arg;
     bool pause = false;
     int cfd;
-    while ((cfd = server_accept(lfd, &pause)) >= 0) conn_open(cfd);
+    while ((cfd = http_accept(lfd, &pause)) >= 0) conn_open(cfd);
     if (pause && le.del(listener) == 0) accept_paused = true;
 }
 
 static void on_signal(int signo, short what, void *arg) {
     (void)what;
     (void)arg;
-    printf("%s: shutting down\n", signo == SIGTERM ? "SIGTERM" : "SIGINT");
     accept_paused = false;
-    while (conns) conn_close(conns);
+    server_shutdown(signo);
     le.event_free(listener);
     if (close(lfd) != 0) fprintf(stderr, NAME ": close: %s\n", strerror(errno));
     le.event_free(sigterm_ev);
@@ -185,10 +171,6 @@ int main(int argc, char **argv) {
     }
     int port = 0;
     lfd = server_listen(args.port, &port);
-    if (lfd < 0) {
-        fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", args.port, strerror(-lfd));
-        return 1;
-    }
     listener = le.event_new(base, lfd, EV_READ | EV_PERSIST, on_accept, NULL);
     sigterm_ev = le.event_new(base, SIGTERM, EV_SIGNAL | EV_PERSIST, on_signal, NULL);
     sigint_ev = le.event_new(base, SIGINT, EV_SIGNAL | EV_PERSIST, on_signal, NULL);
@@ -203,6 +185,5 @@ int main(int argc, char **argv) {
         fprintf(stderr, NAME ": event_base_dispatch failed\n");
         return 1;
     }
-    server_print_counters();
-    return st.open == 0 ? 0 : 1;
+    return server_exit_status();
 }

@@ -25,6 +25,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../examples/c/http_exchange.h"
+
+/* A connection and, in the same allocation after it, its tcp handle, its timer and its write
+ * request (sizes known at run time). Freed when both handles' close callbacks have run. */
+struct conn {
+    void *tcp, *timer, *wreq;
+    int closing;                /* handles whose close callback is still to come */
+    bool closed;
+    bool stalled;               /* a uv_write in flight: not reading */
+    struct conn *prev, *next;   /* the open connections */
+    struct http_io io;
+};
+
 #include "server.h"
 
 enum { UV_TCP = 12, UV_TIMER = 13, UV_SIGNAL = 16 };     /* uv_handle_type */
@@ -106,22 +119,10 @@ static void load(void) {
     }
 }
 
-/* A connection and, in the same allocation after it, its tcp handle, its timer and its write
- * request (sizes known at run time). Freed when both handles' close callbacks have run. */
-struct conn {
-    void *tcp, *timer, *wreq;
-    int closing;                /* handles whose close callback is still to come */
-    bool closed;
-    bool stalled;               /* a uv_write in flight: not reading */
-    struct conn *prev, *next;   /* the open connections */
-    struct http_io io;
-};
-
 static void *loop;
 static uint64_t idle_ms;
 static size_t tcp_size, timer_size, wreq_size;
 static void *listener, *sigterm_h, *sigint_h;   /* handles, allocated */
-static struct conn *conns;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -138,9 +139,7 @@ static void on_conn_closed(void *handle) {
 static void conn_close(struct conn *c) {
     if (c->closed) return;
     c->closed = true;
-    if (c->prev) c->prev->next = c->next; else conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    st.open--;
+    server_conn_closed(c);
     c->closing = 2;
     uv.close(c->tcp, on_conn_closed);     /* cancels a pending write: its callback gets ECANCELED */
     uv.close(c->timer, on_conn_closed);
@@ -192,7 +191,6 @@ static void conn_pump(struct conn *c) {
     for (;;) {
         long n = http_answer(&c->io);
         if (n < 0) {
-            fprintf(stderr, NAME ": out of memory for a response\n");
             conn_close(c);
             return;
         }
@@ -274,11 +272,7 @@ static void on_connection(void *server, int status) {
     ((uv_head_t *)c->wreq)->data = c;
     uv.timer_init(loop, c->timer);
     ((uv_head_t *)c->timer)->data = c;
-    c->next = conns;
-    if (conns) conns->prev = c;
-    conns = c;
-    st.open++;
-    st.accepted++;
+    server_conn_opened(c);
     if ((err = uv.accept(server, c->tcp)) != 0) {
         fprintf(stderr, NAME ": uv_accept: %s\n", uv.strerror(err));
         st.accepted--;
@@ -300,8 +294,7 @@ static void free_handle(void *handle) { free(handle); }
 
 static void on_signal(void *handle, int signum) {
     (void)handle;
-    printf("%s: shutting down\n", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    while (conns) conn_close(conns);
+    server_shutdown(signum);
     uv.close(listener, free_handle);
     uv.close(sigterm_h, free_handle);
     uv.close(sigint_h, free_handle);   /* no handle left: uv_run returns */
@@ -349,6 +342,5 @@ int main(int argc, char **argv) {
     server_listening(ntohs(a.sin_port));
 
     uv.run(loop, UV_RUN_DEFAULT);
-    server_print_counters();
-    return st.open == 0 ? 0 : 1;
+    return server_exit_status();
 }

@@ -7,15 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int gboolean;
-typedef gboolean (*GSourceFunc)(void *data);
-typedef struct {
-    gboolean (*prepare)(void *source, int *timeout);
-    gboolean (*check)(void *source);
-    gboolean (*dispatch)(void *source, GSourceFunc cb, void *data);
-    void (*finalize)(void *source);
-    void *closure_callback, *closure_marshal;
-} GSourceFuncs;
+#include "glib_types.h"   /* gboolean, GSourceFunc, GSourceFuncs */
 
 enum { G_IO_IN = 1 };
 

@@ -12,7 +12,8 @@
  *     small fixed 200 response with Content-Length, kept alive unless the request says
  *     `Connection: close` (or is HTTP/1.0 without keep-alive); any other method gets a 405 and the
  *     connection closes after it. Pipelined requests are answered in order (http_exchange.h, shared
- *     with the benchmark's epoll floor, so that the two servers differ only in their loop);
+ *     with the benchmark's servers, so that they all differ only in their loop; it also holds the
+ *     socket calls they make alike: listen, accept4, TCP_NODELAY, read, send until EAGAIN);
  *   - the idle timer is a timeout (rl_timer_create_timeout: crunloop.h, TIMEOUTS), re-armed with
  *     rl_timer_rearm(timer, idle) at each batch of requests read, and when a stalled write makes
  *     progress: from the loop's time, so a pass that serves many connections reads the clock
@@ -36,23 +37,18 @@
  */
 #include <crunloop.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include "http_exchange.h"
+#define NAME "10-http-server"   /* starts our lines on stderr, http_exchange.h's too */
 
-#define NAME "10-http-server"
+#include "http_exchange.h"
 
 struct server;
 
@@ -118,23 +114,17 @@ static void conn_close(struct conn *c) {
     }
 }
 
-/* A peer that resets or goes away is a normal close; anything else is worth a line. */
+/* A read or send error: reported unless the peer just went away (http_exchange.h), and close. */
 static void conn_fail(struct conn *c, const char *what, int err) {
-    if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != ENOTCONN)
-        fprintf(stderr, NAME ": %s on fd %d: %s\n", what, c->fd, strerror(err));
+    http_report(what, c->fd, err);
     conn_close(c);
 }
 
-/* Does the header block [h, h+len) ask to close? `Connection: close`, or HTTP/1.0 without
- * `Connection: keep-alive`. */
-/* Answer the complete requests in the input buffer (up to HTTP_OUT_HIGH bytes of output). Returns
- * false when out of memory (the connection is closed). */
 /* Answers the requests buffered (http_exchange.h) and re-arms the idle timeout if it answered
  * any. Returns false when the connection was closed (out of memory). */
 static bool answer_requests(struct conn *c) {
     long n = http_answer(&c->io);
     if (n < 0) {
-        fprintf(stderr, NAME ": out of memory for a response\n");
         conn_close(c);
         return false;
     }
@@ -146,45 +136,38 @@ static bool answer_requests(struct conn *c) {
     return true;
 }
 
-/* Write what is pending. On EAGAIN, stall: wait for RL_FD_WRITABLE only. Returns true when
- * everything was written and the connection is open. */
+/* Write what is pending (http_exchange.h's http_send). When the socket is full, stall: wait for
+ * RL_FD_WRITABLE only. Returns true when everything was written and the connection is open. */
 static bool flush(struct conn *c) {
-    bool progressed = false;
-    while (c->io.out_off < c->io.out_len) {
-        ssize_t n = send(c->fd, c->io.out + c->io.out_off, c->io.out_len - c->io.out_off, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->io.out_off += (size_t)n;
-            progressed = true;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->stalled) {
-                if (progressed) {   /* a slow reader that reads is not idle */
-                    int err = rl_timer_rearm(c->timer, c->srv->idle);
-                    if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
-                }
-                return false;
+    bool progressed;
+    int err = http_send(c->fd, &c->io, &progressed);
+    if (err == -EAGAIN) {
+        if (c->stalled) {
+            if (progressed) {   /* a slow reader that reads is not idle */
+                err = rl_timer_rearm(c->timer, c->srv->idle);
+                if (err) fprintf(stderr, NAME ": re-arming the idle timer: %s\n", strerror(-err));
             }
-            int err = rl_source_set_fd_events(c->source, RL_FD_WRITABLE);
-            if (err) {
-                conn_fail(c, "rl_source_set_fd_events", -err);
-                return false;
-            }
-            c->stalled = true;
-            c->srv->stalls++;
             return false;
         }
-        conn_fail(c, "send", n < 0 ? errno : EPIPE);
+        err = rl_source_set_fd_events(c->source, RL_FD_WRITABLE);
+        if (err) {
+            conn_fail(c, "rl_source_set_fd_events", -err);
+            return false;
+        }
+        c->stalled = true;
+        c->srv->stalls++;
         return false;
     }
-    c->io.out_off = c->io.out_len = 0;
+    if (err) {
+        conn_fail(c, "send", -err);
+        return false;
+    }
     if (c->io.close_after_flush) {
         conn_close(c);
         return false;
     }
     if (c->stalled) {
-        int err = rl_source_set_fd_events(c->source, RL_FD_READABLE);
+        err = rl_source_set_fd_events(c->source, RL_FD_READABLE);
         if (err) {
             conn_fail(c, "rl_source_set_fd_events", -err);
             return false;
@@ -213,22 +196,10 @@ static void on_conn_io(rl_source_t *source, int fd, unsigned events, void *info)
         return;
     }
     /* Level-triggered: one read per callout; more data calls again. */
-    for (;;) {
-        ssize_t n = read(fd, c->io.in + c->io.in_len, HTTP_IN_CAP - c->io.in_len);
-        if (n > 0) {
-            c->io.in_len += (size_t)n;
-            pump(c);
-            return;
-        }
-        if (n == 0) {   /* the peer closed */
-            conn_close(c);
-            return;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        conn_fail(c, "read", errno);
-        return;
-    }
+    ssize_t n = http_read(fd, &c->io);
+    if (n > 0) pump(c);
+    else if (n == 0) conn_close(c);   /* the peer closed */
+    else if (n != -EAGAIN) conn_fail(c, "read", (int)-n);
 }
 
 static void on_idle(rl_timer_t *timer, void *info) {
@@ -240,9 +211,7 @@ static void on_idle(rl_timer_t *timer, void *info) {
 }
 
 static void conn_open(struct server *s, int fd) {
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-        fprintf(stderr, NAME ": TCP_NODELAY: %s\n", strerror(errno));
+    http_nodelay(fd);
     struct conn *c = calloc(1, sizeof *c);
     if (!c) {
         fprintf(stderr, NAME ": out of memory for a connection\n");
@@ -288,32 +257,13 @@ fail:
 static void on_accept(rl_source_t *source, int lfd, unsigned events, void *info) {
     (void)events;
     struct server *s = info;
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            conn_open(s, fd);
-            continue;
-        }
-        switch (errno) {
-        case EAGAIN:
-#if EWOULDBLOCK != EAGAIN
-        case EWOULDBLOCK:
-#endif
-            return;
-        case EINTR: case ECONNABORTED: case EPROTO:
-            continue;
-        case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM: {
-            /* Level-triggered: stop watching the listener until a connection closes. */
-            fprintf(stderr, NAME ": accept4: %s (pausing accept)\n", strerror(errno));
-            int err = rl_source_set_fd_events(source, 0);
-            if (err) fprintf(stderr, NAME ": pausing accept: %s\n", strerror(-err));
-            else s->accept_paused = true;
-            return;
-        }
-        default:
-            fprintf(stderr, NAME ": accept4: %s\n", strerror(errno));
-            return;
-        }
+    bool pause = false;
+    int fd;
+    while ((fd = http_accept(lfd, &pause)) >= 0) conn_open(s, fd);
+    if (pause) {   /* out of fds: level-triggered, so stop watching the listener until a close */
+        int err = rl_source_set_fd_events(source, 0);
+        if (err) fprintf(stderr, NAME ": pausing accept: %s\n", strerror(-err));
+        else s->accept_paused = true;
     }
 }
 
@@ -329,24 +279,6 @@ static void on_signal(rl_source_t *source, int signo, unsigned count, void *info
     rl_source_invalidate(s->sigterm);
     rl_source_invalidate(s->sigint);
     rl_loop_stop(s->loop);
-}
-
-static int listen_on(int port, int *bound) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    int one = 1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t alen = sizeof a;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        int err = errno;
-        close(fd);
-        return -err;
-    }
-    *bound = ntohs(a.sin_port);
-    return fd;
 }
 
 static void usage(void) {
@@ -374,7 +306,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int bound = 0;
-    s.lfd = listen_on(port, &bound);
+    s.lfd = http_listen(port, &bound);
     if (s.lfd < 0) {
         fprintf(stderr, NAME ": listening on 127.0.0.1:%d: %s\n", port, strerror(-s.lfd));
         return 1;
