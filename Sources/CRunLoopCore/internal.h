@@ -53,7 +53,10 @@ typedef struct rl_object {
     atomic_uchar bits;  /* per type, in what would be padding (timers: RL_TIMER_*) */
 } rl_object;
 
-RL_HIDDEN void rl_object_init(rl_object *object, int type);
+static inline void rl_object_init(rl_object *object, int type) {
+    atomic_init(&object->refs, 1);
+    object->type = type;
+}
 /* The end of rl_release once the count is read (before is the count before it): the object is
  * destroyed, or the process aborted if no reference was left. */
 RL_HIDDEN void rl_object_last_release(rl_object *object, long before);
@@ -274,7 +277,7 @@ struct rl_timer {
     rl_timer_callback_t callback;
     void *info;                /* the context's: retained for the timer's life, or (HELD) while
                                 * a loop owns the timer */
-    union {                    /* immutable; which one: RL_TIMER_HELD */
+    union {                    /* immutable; hold for HELD or IN_STORAGE timers, release otherwise */
         void (*release)(const void *info);
         const struct rl_timer_hold *hold;
     };
@@ -282,12 +285,14 @@ struct rl_timer {
     rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
 
-/* The retain and release of a held timer's context (rl_timer_create_held). A timer has room for
- * one function pointer of its context, so held timers point at a pair shared by every timer made
- * with the same two functions: one per pair in the process, never freed (timer.c). */
+/* The retain and release of a held timer's context (rl_timer_create_held), and the done of a timer
+ * in the caller's memory (rl_timer_create_in). A timer has room for one function pointer of its
+ * context, so these timers point at a record shared by every timer made with the same functions:
+ * one per distinct triple in the process, never freed (timer.c). */
 typedef struct rl_timer_hold {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
+    void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
     const struct rl_timer_hold *next;
 } rl_timer_hold;
 
@@ -301,9 +306,10 @@ typedef struct rl_timer_hold {
  * stays the loop's, but fires in no pass, as CF's timer whose last mode went (set and cleared
  * under the owner's lock; read by fire(), unlocked). TIMEOUT (immutable): a one-shot timer that
  * its callout leaves valid and dormant, at INFINITY, unless the callout armed it again
- * (rl_timer_create_timeout). */
+ * (rl_timer_create_timeout). IN_STORAGE (immutable): the timer lives in the caller's memory
+ * (rl_timer_create_in); its hold record says what to call as its last reference goes. */
 enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16,
-       RL_TIMER_TIMEOUT = 32 };
+       RL_TIMER_TIMEOUT = 32, RL_TIMER_IN_STORAGE = 64 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);

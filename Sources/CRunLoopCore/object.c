@@ -20,11 +20,6 @@ double rl_time_now(void) {
 
 double rl_elapsed_since(double start) { return rl_time_now() - start; }
 
-void rl_object_init(rl_object *object, int type) {
-    atomic_init(&object->refs, 1);
-    object->type = type;
-}
-
 static bool known_type(const rl_object *o) {
     return o->type == RL_TYPE_LOOP || o->type == RL_TYPE_SOURCE || o->type == RL_TYPE_TIMER ||
            o->type == RL_TYPE_OBSERVER;
@@ -49,6 +44,22 @@ void rl_release(void *object) {
     long before = atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel);
     if (before > 1) return;
     rl_object_last_release(o, before);
+}
+
+bool rl_release_if_last(void *object) {
+    if (!object) return false;
+    rl_object *o = object;
+    if (!known_type(o)) {
+        fprintf(stderr, "crunloop: rl_release_if_last of %p, which is not an rl_* object\n", object);
+        abort();
+    }
+    long one = 1;
+    if (!atomic_compare_exchange_strong_explicit(&o->refs, &one, 0, memory_order_acq_rel, memory_order_relaxed)) {
+        if (one < 1) rl_object_last_release(o, one); /* no reference left: aborts, as rl_release */
+        return false;
+    }
+    rl_object_last_release(o, 1);
+    return true;
 }
 
 void rl_object_last_release(rl_object *o, long before) {

@@ -60,6 +60,22 @@ static inline rl_timer_t *timer_of(rl_timer_entry *e) {
 
 rl_timer_t *rl_timer_of_node(rl_heap_node *node) { return timer_of((rl_timer_entry *)node); }
 
+_Static_assert(sizeof(struct rl_timer) <= RL_TIMER_STORAGE_SIZE, "crunloop.h's RL_TIMER_STORAGE_SIZE is too small");
+_Static_assert(_Alignof(struct rl_timer) <= 8, "crunloop.h promises a timer needs 8-byte alignment at most");
+
+/* Make t a valid timer in no loop, its context not set; the arguments are checked. */
+static inline void init_timer(rl_timer_t *t, double fire_date, double interval, long order,
+                              rl_timer_callback_t callback, unsigned char bits) {
+    rl_object_init(&t->obj, RL_TYPE_TIMER);
+    atomic_init(&t->obj.bits, bits);
+    t->interval = isinf(interval) ? 0 : interval;
+    atomic_init(&t->fire_date, not_before_now(fire_date));
+    atomic_init(&t->tolerance, 0.0);
+    atomic_init(&t->loop, NULL);
+    t->callback = callback;
+    t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
+}
+
 /* A valid timer in no loop, its context not set; NULL with errno set. */
 static rl_timer_t *new_timer(double fire_date, double interval, long order, rl_timer_callback_t callback,
                              unsigned char bits) {
@@ -72,14 +88,7 @@ static rl_timer_t *new_timer(double fire_date, double interval, long order, rl_t
         errno = ENOMEM;
         return NULL;
     }
-    rl_object_init(&t->obj, RL_TYPE_TIMER);
-    atomic_init(&t->obj.bits, bits);
-    t->interval = isinf(interval) ? 0 : interval;
-    atomic_init(&t->fire_date, not_before_now(fire_date));
-    atomic_init(&t->tolerance, 0.0);
-    atomic_init(&t->loop, NULL);
-    t->callback = callback;
-    t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
+    init_timer(t, fire_date, interval, order, callback, bits);
     return t;
 }
 
@@ -98,13 +107,14 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
  * making a held timer takes no lock and fork need not know of the list. */
 static _Atomic(const rl_timer_hold *) holds;
 
-static const rl_timer_hold *hold_for(const void *(*retain)(const void *), void (*release)(const void *)) {
+static const rl_timer_hold *hold_for(const void *(*retain)(const void *), void (*release)(const void *),
+                                     void (*done)(void *)) {
     const rl_timer_hold *head = atomic_load_explicit(&holds, memory_order_acquire);
     for (const rl_timer_hold *h = head; h; h = h->next)
-        if (h->retain == retain && h->release == release) return h;
+        if (h->retain == retain && h->release == release && h->done == done) return h;
     rl_timer_hold *h = rl_malloc(sizeof *h);
     if (!h) return NULL;
-    *h = (rl_timer_hold){.retain = retain, .release = release, .next = head};
+    *h = (rl_timer_hold){.retain = retain, .release = release, .done = done, .next = head};
     /* A pair pushed meanwhile by another thread may now be listed twice: harmless. */
     while (!atomic_compare_exchange_weak_explicit(&holds, &head, h, memory_order_release, memory_order_acquire))
         h->next = head;
@@ -119,7 +129,7 @@ rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
         errno = EINVAL;
         return NULL;
     }
-    const rl_timer_hold *hold = hold_for(context->retain, context->release);
+    const rl_timer_hold *hold = hold_for(context->retain, context->release, NULL);
     if (!hold) {
         errno = ENOMEM;
         return NULL;
@@ -146,6 +156,37 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
     return t;
 }
 
+/* A timer in the caller's memory keeps its context's functions and the caller's done in a hold
+ * record (the same list as held timers'), whether or not its context is held: the timer has room
+ * for one pointer of them. */
+rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
+                               long order, rl_timer_callback_t callback, const rl_context_t *context) {
+    if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
+        (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
+        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT)) ||
+        ((flags & RL_TIMER_IN_TIMEOUT) && interval != 0) || !callback || bad_time(fire_date) ||
+        bad_time(interval)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    const void *(*retain)(const void *) = context ? context->retain : NULL;
+    void (*release)(const void *) = context ? context->release : NULL;
+    const rl_timer_hold *hold = hold_for(retain, release, storage->done);
+    if (!hold) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
+    unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
+                         (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
+    rl_timer_t *t = storage->memory;
+    init_timer(t, fire_date, interval, order, callback, bits);
+    t->info = context ? context->info : NULL;
+    t->hold = hold;
+    if (!held && retain) t->info = (void *)retain(t->info);
+    return t;
+}
+
 bool rl_timer_is_timeout(rl_timer_t *t) {
     return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_TIMEOUT);
 }
@@ -153,8 +194,15 @@ bool rl_timer_is_timeout(rl_timer_t *t) {
 void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
-    if (!(atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD) && t->release)
-        t->release(t->info);
+    unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
+    if (bits & RL_TIMER_IN_STORAGE) {
+        /* The caller's memory: done hands it back, and is the last thing that touches it. */
+        const rl_timer_hold *hold = t->hold;
+        if (!(bits & RL_TIMER_HELD) && hold->release) hold->release(t->info);
+        hold->done(t);
+        return;
+    }
+    if (!(bits & RL_TIMER_HELD) && t->release) t->release(t->info);
     free(t);
 }
 
@@ -626,7 +674,7 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
      * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
-        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT)) != RL_TIMER_VALID) return false;
+        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE)) != RL_TIMER_VALID) return false;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
     /* A held timer disowned since the check above may have had its context released already:
      * from now on FIRING defers any release to the callout's end, but this one is gone. */

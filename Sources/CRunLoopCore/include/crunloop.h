@@ -136,7 +136,8 @@
  *   besides what its perform callout does.
  *   Timers: a timer is one allocation of 104 bytes (plus 16 bytes in the heap of each mode it
  *   is in; a second and further mode costs one more small allocation each): 128 bytes in all
- *   with glibc's malloc, for a timer in one mode. Adding and rearming are O(log n) in the
+ *   with glibc's malloc, for a timer in one mode; none with rl_timer_create_in, which puts it
+ *   in the caller's memory. Adding and rearming are O(log n) in the
  *   mode's timers and take only the loop's lock. Removing (and the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
@@ -311,6 +312,12 @@ RL_API double rl_time_now(void);
 RL_API void *rl_retain(void *object);
 /* Drop a reference; the last one destroys the object (running its context's release). */
 RL_API void rl_release(void *object);
+/* Drop the caller's reference only if it is the object's last: then as rl_release (the object is
+ * destroyed) and true; false, with nothing changed, while another reference remains (a loop's,
+ * a callout's). For an owner whose memory holds the object (rl_timer_create_in): when this says
+ * false, it arranges for its memory to outlast the object's done, then calls rl_release. One
+ * compare-and-swap. NULL: false. An addition beyond CF. */
+RL_API bool rl_release_if_last(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
 
@@ -853,7 +860,48 @@ RL_API rl_timer_t *rl_timer_create_timeout(double fire_date, long order, rl_time
 /* A timeout whose context is held only while a loop holds it, as rl_timer_create_held. */
 RL_API rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_callback_t callback,
                                                 const rl_context_t *context);
-/* Whether timer was made by rl_timer_create_timeout(_held). */
+/* How many bytes a timer takes: the least memory rl_timer_create_in accepts (it checks the size it
+ * is given against the library it runs with, so a program built with an older header is told
+ * -EINVAL, never overrun). */
+#define RL_TIMER_STORAGE_SIZE 104
+/* Memory for rl_timer_create_in: size bytes at memory (at least RL_TIMER_STORAGE_SIZE, aligned to
+ * 8 bytes), and the function that hands it back. */
+typedef struct rl_timer_storage {
+    void *memory;
+    size_t size;
+    void (*done)(void *memory);
+} rl_timer_storage;
+/* Flags of rl_timer_create_in. */
+enum {
+    RL_TIMER_IN_HELD = 1,   /* the context is held as rl_timer_create_held's: only while a loop holds the timer */
+    RL_TIMER_IN_TIMEOUT = 2 /* a timeout, as rl_timer_create_timeout's (interval must be 0) */
+};
+/* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
+ * connection's struct, a wrapper's object): creating it allocates nothing. An addition beyond CF.
+ * In every other way the timer rl_timer_create makes (rl_timer_create_held's with
+ * RL_TIMER_IN_HELD, rl_timer_create_timeout's with RL_TIMER_IN_TIMEOUT, both together for a held
+ * timeout), and the pointer returned is storage->memory.
+ *   Ownership: the timer is reference counted like any other (the caller owns the reference
+ *   returned; loops, callouts and rl_retain take their own), and the memory is the timer's from
+ *   this call until done(memory) runs: done runs exactly once, when the last reference goes,
+ *   after the context's release; until then the caller leaves the memory alone (no write, no
+ *   free, no reuse). The storage struct itself is read by this call only.
+ *   Threads: done runs on the thread that dropped the last reference (the caller's rl_release,
+ *   or a loop's as it lets go of the timer: after a one-shot timer's callout, or as the loop
+ *   ends), with no lock of the library held; the library touches the memory no more once done
+ *   is called, so done may free it or let its owner go.
+ *   Errors: NULL and EINVAL as rl_timer_create, and for a NULL storage, memory or done, a size
+ *   below the timer's, memory not aligned to 8 bytes, an unknown flag, or RL_TIMER_IN_TIMEOUT
+ *   with an interval; ENOMEM when the triple (retain, release, done) is new to the process and
+ *   cannot be stored (see Cost). On an error the memory is not written.
+ *   Cost: no allocation; the context's retain and release and done are stored once per distinct
+ *   triple for the whole process, as rl_timer_create_held's pair (one record for a program that
+ *   uses one triple). */
+RL_API rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date,
+                                      double interval, long order, rl_timer_callback_t callback,
+                                      const rl_context_t *context);
+/* Whether timer is a timeout: made by rl_timer_create_timeout(_held), or rl_timer_create_in with
+ * RL_TIMER_IN_TIMEOUT. */
 RL_API bool rl_timer_is_timeout(rl_timer_t *timer);
 /* Park timer: rl_timer_set_next_fire_date(timer, INFINITY) without a clock reading. It stays
  * valid and in its modes, and fires only once armed again. -EINVAL for NULL or an invalidated

@@ -1,0 +1,199 @@
+/*
+ * t_storage.c - timers in the caller's memory (rl_timer_create_in): the memory is handed back by
+ * done exactly once, after the context's release, when the last reference goes, whoever drops it
+ * (the caller, a loop after a one-shot callout, a loop that ends with its thread); the library
+ * touches it no more after done (done frees it here, so AddressSanitizer would see a later
+ * touch); errors write nothing.
+ */
+#include "ttrace.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEF RL_DEFAULT_MODE
+
+/* A connection as a C server would have it: the timer inside the struct that owns it. */
+typedef struct conn {
+    tt_count_t count;          /* the context's retains and releases */
+    int fired;
+    bool rearm;                /* the callout re-arms the timer (a timeout) */
+    atomic_int *done_calls;    /* outside the struct: it is freed by done */
+    atomic_int *releases_at_done; /* the context's releases done had seen */
+    _Alignas(8) unsigned char timer[RL_TIMER_STORAGE_SIZE];
+} conn;
+
+static void conn_done(void *memory) {
+    conn *c = (conn *)((char *)memory - offsetof(conn, timer));
+    atomic_store(c->releases_at_done, atomic_load(&c->count.releases));
+    atomic_fetch_add(c->done_calls, 1);
+    free(c);
+}
+
+static void conn_fired(rl_timer_t *t, void *info) {
+    conn *c = info;
+    c->fired++;
+    if (c->rearm) {
+        c->rearm = false;
+        RLT_CHECK_EQ(rl_timer_rearm(t, 0), 0);
+    }
+}
+
+static conn *new_conn(atomic_int *done_calls, atomic_int *releases_at_done) {
+    conn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->done_calls = done_calls;
+        c->releases_at_done = releases_at_done;
+    }
+    return c;
+}
+
+static rl_timer_t *conn_timer(conn *c, unsigned flags, double fire_date, double interval) {
+    rl_timer_storage s = {c->timer, sizeof c->timer, conn_done};
+    rl_context_t ctx = {c, tt_count_retain, tt_count_release};
+    return rl_timer_create_in(&s, flags, fire_date, interval, 0, conn_fired, &ctx);
+}
+
+RLT_TEST(timer_in_storage_is_the_memory_and_is_handed_back_by_its_last_release) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_t *t = conn_timer(c, 0, rl_time_now() + 100, 0);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK((void *)t == (void *)c->timer);
+    /* not held: the context is retained at creation, as rl_timer_create's */
+    RLT_CHECK_EQ(atomic_load(&c->count.retains), 1);
+    RLT_CHECK(rl_timer_is_valid(t));
+    RLT_CHECK(!rl_timer_is_timeout(t));
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    rl_retain(t);
+    rl_release(t);
+    rl_release(t); /* the caller's; the loop still holds it */
+    RLT_CHECK_EQ(atomic_load(&done_calls), 0);
+    rl_timer_invalidate(t); /* the loop's: the last */
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    /* the context was released first, and once */
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+RLT_TEST(one_shot_timer_in_storage_is_handed_back_after_its_callout_by_the_loop) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_t *t = conn_timer(c, 0, 0, 0);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    rl_release(t);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 0);
+    /* The callout reads the struct (fired++), then the loop drops the last reference: done
+     * frees the struct, and nothing may touch it after that (ASan). */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+RLT_TEST(held_timeout_in_storage_holds_its_context_only_in_a_loop_and_fires_again) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_t *t = conn_timer(c, RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT, 0, 0);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK(rl_timer_is_timeout(t));
+    RLT_CHECK_EQ(atomic_load(&c->count.retains), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(atomic_load(&c->count.retains), 1);
+    c->rearm = true; /* fires, re-arms itself from its callout, fires again, then is dormant */
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.05, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(c->fired, 2);
+    RLT_CHECK(rl_timer_is_valid(t));
+    RLT_CHECK(!rl_timer_is_armed(t));
+    RLT_CHECK_EQ(atomic_load(&c->count.releases), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(atomic_load(&c->count.releases), 1);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 0);
+    rl_release(t);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+/* A loop on a thread of its own holds the timer when the thread exits. */
+static void *run_once(void *arg) {
+    rl_timer_t *t = arg;
+    if (rl_loop_add_timer(rl_loop_get_current(), t, DEF) != 0) return "add failed";
+    rl_release(t);
+    return NULL;
+}
+
+RLT_TEST(timer_in_storage_is_handed_back_when_its_loop_ends) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_t *t = conn_timer(c, RL_TIMER_IN_HELD, rl_time_now() + 100, 1);
+    RLT_CHECK(t != NULL);
+    pthread_t thread;
+    RLT_CHECK_EQ(pthread_create(&thread, NULL, run_once, t), 0);
+    void *result = "not joined";
+    RLT_CHECK_EQ(pthread_join(thread, &result), 0);
+    RLT_CHECK(result == NULL);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+static void ignore_done(void *memory) { (void)memory; }
+static void nothing_fired(rl_timer_t *t, void *info) {
+    (void)t;
+    (void)info;
+}
+
+RLT_TEST(timer_in_storage_errors_write_nothing) {
+    _Alignas(8) unsigned char memory[RL_TIMER_STORAGE_SIZE + 8];
+    memset(memory, 0xAB, sizeof memory);
+    rl_timer_storage ok = {memory, sizeof memory, ignore_done};
+    rl_timer_storage small = {memory, RL_TIMER_STORAGE_SIZE - 1, ignore_done};
+    rl_timer_storage misaligned = {memory + 1, RL_TIMER_STORAGE_SIZE, ignore_done};
+    rl_timer_storage no_done = {memory, sizeof memory, NULL};
+    rl_timer_storage no_memory = {NULL, sizeof memory, ignore_done};
+    RLT_CHECK(rl_timer_create_in(NULL, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&small, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&misaligned, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&no_done, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&no_memory, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 4, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_TIMEOUT, 0, 1, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 0, -1, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 0, 0, NAN, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 0, 0, 0, 0, NULL, NULL) == NULL && errno == EINVAL);
+    for (size_t i = 0; i < sizeof memory; i++) RLT_CHECK_EQ(memory[i], 0xAB);
+    /* and a good call works in the same memory, with a NULL context */
+    rl_timer_t *t = rl_timer_create_in(&ok, 0, 0, 0, 0, nothing_fired, NULL);
+    RLT_CHECK((void *)t == (void *)memory);
+    rl_release(t);
+}
+
+RLT_TEST(release_if_last_drops_only_the_last_reference) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_t *t = conn_timer(c, RL_TIMER_IN_HELD, rl_time_now() + 100, 0);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK(!rl_release_if_last(NULL));
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    /* the loop holds a reference: nothing changes */
+    RLT_CHECK(!rl_release_if_last(t));
+    RLT_CHECK(rl_timer_is_valid(t));
+    RLT_CHECK(rl_loop_contains_timer(rl_loop_get_current(), t, DEF));
+    RLT_CHECK_EQ(atomic_load(&done_calls), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(rl_loop_get_current(), t, DEF), 0);
+    /* now the caller's is the last: it goes, and the memory with it */
+    RLT_CHECK(rl_release_if_last(t));
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+    /* any object: a source */
+    rl_source_context_t sc = {0};
+    rl_source_t *s = rl_source_create(0, &sc);
+    RLT_CHECK(s != NULL);
+    rl_retain(s);
+    RLT_CHECK(!rl_release_if_last(s)); /* two references: both stay */
+    rl_release(s);
+    RLT_CHECK(rl_release_if_last(s));
+}
