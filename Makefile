@@ -284,6 +284,8 @@ bench:
 # found, then the Swift wrapper's cost next to the C API's (benchmarks/run runs both).
 bench-smoke:
 	benchmarks/run --quick
+	@# the CPU clock of the idle and throughput rows counts the CPU used just before a reading
+	build/bench/crunloop-bench --clock-check
 	@# --scenario selects the latency scenarios, and an unknown name exits 2
 	build/bench/crunloop-bench --quick --bench latency --scenario samecpu --only epoll \
 	    --json build/bench/scenario-smoke/latest.json > build/bench/scenario-smoke.log

@@ -12,7 +12,8 @@
 /* ---- util.c ---- */
 uint64_t now_ns(void);                 /* CLOCK_MONOTONIC */
 double now_s(void);
-uint64_t thread_cpu_ns(void);          /* getrusage(RUSAGE_THREAD) user+sys */
+uint64_t thread_cpu_ns(void);          /* CLOCK_THREAD_CPUTIME_ID (util.c says why) */
+int thread_cpu_clock_check(void);      /* its test (--clock-check): 0 if it holds */
 long thread_ctx_switches(void);        /* voluntary + involuntary, this thread */
 int ncpus(void);                       /* CPUs this process may run on */
 int cpu_nth(int n);                    /* the n-th allowed CPU (modulo), -1 if none */

@@ -5,6 +5,7 @@
  *         [--instr FILE]                  instruction counts per pass measured by callgrind
  *         [--eta-after SECONDS]           what follows this program, for the time-left estimate
  *         [--check]                       only check the arguments (exit 0, or 2)
+ *   bench --clock-check                   test the thread CPU clock (exit 0, or 1)
  *   bench --callgrind-pass PEER:SCENARIO [--passes N]   only the pass loop (for callgrind)
  *   bench --memory-child PEER N CAP_S CPU              one peer's timers in a fresh process
  *   bench --heap-child PEER N CAP_S CPU                one round of the heap benchmark, likewise */
@@ -72,6 +73,7 @@ static void usage(void)
     fprintf(stderr, "usage: bench [--quick] [--rounds N] [--json PATH] [--only PEER,..] "
                     "[--bench NAME,..] [--no-pin] [--scenario NAME,..] [--instr FILE] "
                     "[--eta-after S]\n"
+                    "       bench --clock-check\n"
                     "       bench --callgrind-pass PEER:SCENARIO [--passes N]\n"
                     "       bench --memory-child PEER TIMERS CAP_SECONDS CPU\n"
                     "       bench --heap-child PEER TIMERS CAP_SECONDS CPU\n"
@@ -144,6 +146,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--no-pin")) o.pin = 0, o.no_pin = 1;
         else if (!strcmp(a, "--scenario") && i + 1 < argc) scenarios = argv[++i];
         else if (!strcmp(a, "--check")) check_only = 1;
+        else if (!strcmp(a, "--clock-check")) return thread_cpu_clock_check();
         else if (!strcmp(a, "--eta-after") && i + 1 < argc) eta_after = atof(argv[++i]);
         else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(a, "--only") && i + 1 < argc) o.only = argv[++i];
