@@ -26,6 +26,7 @@ static bool bad_time(double t) { return isnan(t) || t < 0; }
 /* A date in the past means "now", as in CF: a repeating timer's grid then starts from when the
  * date was set, not from a point long gone. */
 static double not_before_now(double date) {
+    if (date == INFINITY) return date; /* never in the past: a dormant timeout reads no clock */
     double now = rl_time_now();
     return date < now ? now : date;
 }

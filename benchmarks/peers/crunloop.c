@@ -3,6 +3,7 @@
 #include <crunloop.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -112,11 +113,45 @@ static void cr_timer_fired(rl_timer_t *t, void *info)
     cr_perform(info);
 }
 
+/* A timer's item holds the timer itself (rl_timer_create_in), as libev's adapter holds its
+ * ev_timer: one allocation per timer. The item is freed once the adapter let it go (FREED) and
+ * the timer in it is gone (BUSY clear: its done ran), whichever comes last, on whichever thread. */
+enum { CR_BUSY = 1, CR_FREED = 2 };
+typedef struct {
+    cr_item_t item;
+    atomic_int state;
+    _Alignas(8) unsigned char storage[RL_TIMER_STORAGE_SIZE];
+} cr_timer_item_t;
+
+static void cr_storage_done(void *memory)
+{
+    cr_timer_item_t *ti = (cr_timer_item_t *)((char *)memory - offsetof(cr_timer_item_t, storage));
+    if (atomic_fetch_and(&ti->state, ~CR_BUSY) & CR_FREED) free(ti);
+}
+
 static void *cr_timer_new(void *lp, bench_cb cb, void *arg)
 {
-    cr_item_t *it = calloc(1, sizeof *it);
-    *it = (cr_item_t){ .loop = lp, .cb = cb, .arg = arg };
-    return it;
+    cr_timer_item_t *ti = calloc(1, sizeof *ti);
+    if (!ti) return NULL;
+    ti->item = (cr_item_t){ .loop = lp, .cb = cb, .arg = arg };
+    return ti;
+}
+
+/* A new timer for it: in its item while the item's storage is free, else (the previous timer's
+ * callout still holds it) a timer of its own. */
+static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat)
+{
+    rl_context_t ctx = { .info = &ti->item };
+    if (!(atomic_fetch_or(&ti->state, CR_BUSY) & CR_BUSY)) {
+        rl_timer_storage st = { ti->storage, sizeof ti->storage, cr_storage_done };
+        rl_timer_t *t = rl_timer_create_in(&st, repeat == 0 ? RL_TIMER_IN_TIMEOUT : 0, date, repeat, 0,
+                                           cr_timer_fired, &ctx);
+        if (t) return t;
+        atomic_fetch_and(&ti->state, ~CR_BUSY);
+        return NULL;
+    }
+    return repeat == 0 ? rl_timer_create_timeout(date, 0, cr_timer_fired, &ctx)
+                       : rl_timer_create(date, repeat, 0, cr_timer_fired, &ctx);
 }
 
 /* The idioms of the header's TIMEOUTS section: a one-shot start arms a timeout, which stays
@@ -132,16 +167,16 @@ static void cr_timer_start(void *tp, double delay, double repeat)
         if (!it->in_mode) it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
         return;
     }
-    rl_context_t ctx = { .info = it };
     if (it->obj) {
         rl_timer_invalidate(it->obj);
         rl_release(it->obj);
     }
-    it->obj = repeat == 0 ? rl_timer_create_timeout(rl_time_now() + delay, 0, cr_timer_fired, &ctx)
-                          : rl_timer_create(rl_time_now() + delay, repeat, 0, cr_timer_fired, &ctx);
+    /* A timeout is made dormant (no clock reading) and armed once in its mode: one reading. */
+    it->obj = cr_make_timer((cr_timer_item_t *)it, repeat == 0 ? INFINITY : rl_time_now() + delay, repeat);
     if (!it->obj) return;
     if (it->loop->tolerance > 0) rl_timer_set_tolerance(it->obj, it->loop->tolerance);
     it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
+    if (repeat == 0) rl_timer_set_next_fire_in(it->obj, delay);
 }
 
 /* Re-arm a pending timer delay seconds from the loop's time (the clock as the callout phase
@@ -160,12 +195,12 @@ static void cr_timer_stop(void *tp)
 
 static void cr_timer_free(void *tp)
 {
-    cr_item_t *it = tp;
-    if (it->obj) {
-        rl_timer_invalidate(it->obj);
-        rl_release(it->obj);
+    cr_timer_item_t *ti = tp;
+    if (ti->item.obj) {
+        rl_timer_invalidate(ti->item.obj);
+        rl_release(ti->item.obj);
     }
-    free(it);
+    if (!(atomic_fetch_or(&ti->state, CR_FREED) & CR_BUSY)) free(ti);
 }
 
 static void cr_fd_ready(rl_source_t *s, int fd, unsigned events, void *info)
