@@ -9,40 +9,6 @@ private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPoint
     Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body?($0) }
 }
 
-/// The room for the C timer inside a `LoopTimer` (`rl_timer_create_in`): the C timer's
-/// `RL_TIMER_STORAGE_SIZE` bytes, then a `MemoryKeeper`.
-struct TimerMemory {
-    var words: (
-        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-        UInt64
-    ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-    /// Where the keeper is: past the C timer, aligned for a reference.
-    static let keeperOffset = (Int(RL_TIMER_STORAGE_SIZE) + 7) & ~7
-    /// Whether this layout holds the C timer and the keeper.
-    static let fits = keeperOffset + MemoryLayout<MemoryKeeper>.size <= MemoryLayout<TimerMemory>.size
-}
-
-/// An `unowned` reference to the timer whose memory holds the C timer, made by `deinit` when the
-/// C timer outlives the object's last strong reference (a loop's callout, or a loop letting go,
-/// still holds a C reference): the object's memory then stays allocated after `deinit`, until
-/// the C timer's last release runs `timerMemoryDone`, which ends this reference, and the memory
-/// is freed. Swift's `unowned` keeps an object's memory, not its life: exactly the C timer's
-/// need. The slot is zero while there is none.
-struct MemoryKeeper {
-    unowned let timer: LoopTimer
-}
-
-/// The `done` of every C timer inside a `LoopTimer` (crunloop.h, `rl_timer_create_in`): the C
-/// timer's last reference is gone, so the memory may go with the object (if a keeper holds it).
-private func timerMemoryDone(_ memory: UnsafeMutableRawPointer?) {
-    guard let memory else { return }
-    let slot = memory + TimerMemory.keeperOffset
-    if slot.load(as: UInt.self) != 0 {
-        slot.assumingMemoryBound(to: MemoryKeeper.self).deinitialize(count: 1)
-    }
-}
-
 /// The context of every Swift timer: `info` is the `LoopTimer`, retained while a loop holds it.
 private func timerContext(_ timer: LoopTimer) -> rl_context_t {
     rl_context_t(
@@ -79,12 +45,10 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// the timer's closure captures the object (see ``LoopItem``). A loop that holds the timer keeps
 /// the handle alive, so a scheduled timer keeps firing after you drop your handle.
 ///
-/// **Cost.** One allocation: the C timer lives inside this object (`rl_timer_create_in`). The
-/// handle is the C timer's context, which a loop retains only while it holds the timer
-/// (`RL_TIMER_IN_HELD`), so handle and C timer own each other without a cycle, and a callout
-/// reaches the handle with no retain, weak load or lookup. Should the C timer outlive your last
-/// reference (a loop's callout still holds it), the object's memory, not its life, lasts until
-/// the C timer's last reference goes (an `unowned` reference the C timer keeps).
+/// **Cost.** One Swift allocation (this object) and one C allocation (the timer): the handle is
+/// the C timer's context (`rl_timer_create_held`), which a loop retains only while it holds the
+/// timer, so handle and C timer own each other without a cycle, and a callout reaches the handle
+/// with no retain, weak load or lookup.
 ///
 /// **Threads.** Every member may be used from any thread; the timer is `Sendable`.
 ///
@@ -94,10 +58,6 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// no loop holds the timer (`held` zero: the core runs the release after a callout under way),
 /// and an invalid timer is never held again.
 public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
-    /// The C timer's memory (`rl_timer_create_in`): the first stored property, so that it is at
-    /// the start of the object's stored properties (checked in `init`, which falls back to a C
-    /// timer of its own if it is not). Swift never reads it: the C core owns its bytes.
-    private final var memory = TimerMemory()
     /// The closure, as given; nil once the timer ended.
     fileprivate var body: ((LoopTimer) -> Void)?
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
@@ -127,32 +87,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     }
 
     deinit {
-        guard let created else { return }
-        let inside = UnsafeMutableRawPointer(created) == _getUnsafePointerToStoredProperties(self)
-        // In this object's memory: a C timer with no other reference ends here; one that other
-        // references keep (see MemoryKeeper) gets a keeper first, whose end frees the memory.
-        if inside {
-            if rl_release_if_last(object(created)) { return }
-            (UnsafeMutableRawPointer(created) + TimerMemory.keeperOffset).initializeMemory(
-                as: MemoryKeeper.self, to: MemoryKeeper(timer: self))
-        }
-        rl_release(object(created))
-    }
-
-    /// The address of `memory` when it is where the C timer may live: inside this object, at the
-    /// start of its stored properties (an `inout` access to a final stored property of a class is
-    /// the property itself, and `_getUnsafePointerToStoredProperties` is where a class's stored
-    /// properties begin, as `ManagedBuffer` finds its header); nil otherwise, and the timer then
-    /// makes a C timer of its own. `isInOwnMemory` tells the tests which it was.
-    private func memoryPlace() -> UnsafeMutableRawPointer? {
-        guard TimerMemory.fits else { return nil }
-        let field = withUnsafeMutablePointer(to: &memory) { UnsafeMutableRawPointer($0) }
-        return field == _getUnsafePointerToStoredProperties(self) ? field : nil
-    }
-
-    /// Whether the C timer lives in this object (see `memoryPlace`).
-    var isInOwnMemory: Bool {
-        UnsafeMutableRawPointer(raw) == _getUnsafePointerToStoredProperties(self)
+        if let created { rl_release(object(created)) }
     }
 
     /// Claims the timer for the loop at `loop` (the one-loop rule: a timer belongs to the first
@@ -210,27 +145,18 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
             tolerance: tolerance, order: order, body)
     }
 
-    /// The one that makes the C timer: a held timer, or a held timeout (one-shot, dormant after
-    /// it fired) for ``LoopTimeout``, in this object's own memory (`rl_timer_create_in`), so
-    /// that a timer is one allocation.
+    /// The one that makes the C timer: a held timer (`rl_timer_create_held`), or a held timeout
+    /// (`rl_timer_create_timeout_held`: one-shot, dormant after it fired) for ``LoopTimeout``.
     init(
         fireDate: Double, interval: Double, timeout: Bool, tolerance: Duration, order: Int,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
         self.body = body
         var context = timerContext(self)
-        let made: OpaquePointer?
-        if let place = memoryPlace() {
-            var storage = rl_timer_storage(
-                memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: { timerMemoryDone($0) })
-            let flags = UInt32(RL_TIMER_IN_HELD) | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
-            made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
-        } else {
-            made =
-                timeout
-                ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
-                : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
-        }
+        let made =
+            timeout
+            ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
+            : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
         guard let raw = made else { throw lastCError() }
         created = raw
         if tolerance != .zero {

@@ -1,5 +1,5 @@
 import Glibc
-@testable import RunLoop
+import RunLoop
 import Testing
 
 /// A `LoopTimer` is its C timer's context, held by a loop only while the loop holds the timer:
@@ -7,19 +7,6 @@ import Testing
 /// receives the very object the caller made.
 @Suite("Timers holding their handle", .serialized)
 struct HeldTimerTests {
-    /// A timer is one allocation: its C timer lives in the object (`rl_timer_create_in`). The
-    /// object finds that memory from the layout of its stored properties and falls back to a C
-    /// timer of its own if the layout ever changes: this fails then, so the fallback is never
-    /// taken silently.
-    @Test func theCTimerLivesInsideTheTimerObject() throws {
-        let timer = try LoopTimer(after: .seconds(3600)) { _ in }
-        #expect(timer.isInOwnMemory)
-        let timeout = try LoopTimeout(after: .seconds(3600)) { _ in }
-        #expect(timeout.isInOwnMemory)
-        #expect(timeout.restart(after: .seconds(1)))
-        #expect(timeout.isArmed)
-    }
-
     @Test func closureReleasedOnceWhenAOneShotFiresAfterItsHandleWasDropped() async throws {
         let deinits = Counter()
         let fired = Counter()
