@@ -14,7 +14,8 @@
  *     connection closes after it. Pipelined requests are answered in order (http_exchange.h, shared
  *     with the benchmark's servers, so that they all differ only in their loop; it also holds the
  *     socket calls they make alike: listen, accept4, TCP_NODELAY, read, send until EAGAIN);
- *   - the idle timer is a timeout (rl_timer_create_timeout: crunloop.h, TIMEOUTS), re-armed with
+ *   - the idle timer is a timeout (crunloop.h, TIMEOUTS) that lives in the connection's struct
+ *     (rl_timer_create_in with RL_TIMER_IN_TIMEOUT: no allocation of its own), re-armed with
  *     rl_timer_rearm(timer, idle) at each batch of requests read, and when a stalled write makes
  *     progress: from the loop's time, so a pass that serves many connections reads the clock
  *     once for all of them; when it fires the connection closes;
@@ -24,9 +25,11 @@
  *   - SIGTERM and SIGINT are signal sources (rl_source_create_signal): they close every
  *     connection and the listener and stop the loop; the program prints its counters and exits 0.
  *
- * Ownership: a connection is reference counted by the contexts of its source and its timer
- * (their retain and release), so it lives as long as either object does, including through a
- * callout that closes it (the loop holds the item for the whole callout). Closing invalidates
+ * Ownership: a connection is reference counted by its source's context (its retain and release)
+ * and by its timer, which lives in the connection's memory: the timer holds one reference,
+ * given back by its done once the timer's last reference is gone. So the connection lives as
+ * long as either object does, including through a callout that closes it (the loop holds the
+ * item for the whole callout). Closing invalidates
  * both items (the source before the fd is closed, as the header asks), drops the references the
  * connection held on them, and marks the connection closed, so a callout that was already due in
  * the same pass finds it closed and returns.
@@ -41,6 +44,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +57,7 @@
 struct server;
 
 struct conn {
-    int refs;                 /* one per context holding it (source, timer) + the creator's */
+    int refs;                 /* the source's context, the timer (until its done), the creator */
     bool closed;              /* closed: callouts due in the same pass return at once */
     bool stalled;             /* output pending: waiting for RL_FD_WRITABLE, not reading */
     int fd;
@@ -62,6 +66,7 @@ struct conn {
     struct server *srv;
     struct conn *prev, *next; /* the server's list of open connections */
     struct http_io io;         /* its bytes (http_exchange.h) */
+    _Alignas(8) unsigned char timer_memory[RL_TIMER_STORAGE_SIZE]; /* the timer's (rl_timer_create_in) */
 };
 
 struct server {
@@ -88,6 +93,11 @@ static void conn_release(const void *info) {
         free(c->io.out);
         free(c);
     }
+}
+
+/* The timer's done: its memory is ours again, and its reference to the connection goes. */
+static void conn_timer_done(void *memory) {
+    conn_release((char *)memory - offsetof(struct conn, timer_memory));
 }
 
 static void conn_close(struct conn *c) {
@@ -227,11 +237,14 @@ static void conn_open(struct server *s, int fd) {
         fprintf(stderr, NAME ": rl_source_create_fd: %s\n", strerror(errno));
         goto fail;
     }
-    c->timer = rl_timer_create_timeout(rl_time_now() + s->idle, 0, on_idle, &ctx);
+    rl_timer_storage memory = { c->timer_memory, sizeof c->timer_memory, conn_timer_done };
+    rl_context_t timer_ctx = { .info = c };
+    c->timer = rl_timer_create_in(&memory, RL_TIMER_IN_TIMEOUT, rl_time_now() + s->idle, 0, 0, on_idle, &timer_ctx);
     if (!c->timer) {
-        fprintf(stderr, NAME ": rl_timer_create_timeout: %s\n", strerror(errno));
+        fprintf(stderr, NAME ": rl_timer_create_in: %s\n", strerror(errno));
         goto fail;
     }
+    c->refs++;     /* the timer's: conn_timer_done gives it back */
     int err = rl_loop_add_timer(s->loop, c->timer, RL_DEFAULT_MODE);
     if (!err) err = rl_loop_add_source(s->loop, c->source, RL_DEFAULT_MODE);
     if (err) {
