@@ -21,7 +21,7 @@
 _Static_assert(sizeof(struct rl_timer) <= 104, "a timer outgrew its malloc size class");
 #endif
 
-static bool bad_time(double t) { return isnan(t) || t < 0; }
+static inline bool bad_time(double t) { return !(t >= 0); } /* NaN or negative */
 
 /* A date in the past means "now", as in CF: a repeating timer's grid then starts from when the
  * date was set, not from a point long gone. */
@@ -201,6 +201,12 @@ static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
 
 static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
 
+/* Another thread's change of loop's timers may have to rearm its wait (wake.c); the loop's own
+ * thread rearms before it next waits, so it skips the call. */
+static inline void timers_changed(rl_loop_t *loop, rl_mode *mode) {
+    if (rl_tls_loop != loop) rl_wake_timers_changed(loop, mode);
+}
+
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
@@ -225,7 +231,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         e->next = t->first.next;
         t->first.next = e;
     }
-    rl_wake_timers_changed(loop, mode);
+    timers_changed(loop, mode);
     return 0;
 }
 
@@ -245,7 +251,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         prev->next = e->next;
         free(e);
     }
-    rl_wake_timers_changed(loop, mode);
+    timers_changed(loop, mode);
     return true;
 }
 
@@ -317,9 +323,9 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (rc) settle_held(t); /* a failed add may have claimed t, then let it go */
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
@@ -329,9 +335,9 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     size_t releases = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!releases) return -ENOENT;
     settle_held(t);
     while (releases--) rl_release(t);
@@ -341,9 +347,9 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 
 bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t || rl_mode_check_name(name)) return false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     bool in = rl_members_contains(loop, &rl_timer_kind, &t->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return in;
 }
 
@@ -353,9 +359,9 @@ static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) { return rl_members_lea
 
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     settle_held(t);
     while (releases--) rl_release(t);
 }
@@ -367,7 +373,7 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
 static void unlock_verified(rl_timer_t *t, rl_loop_t *loop, const char *where) {
 #ifdef RL_DEBUG
     if (loop) {
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         RL_DEBUG_VERIFY(loop, where);
         rl_owner_put(loop);
         return;
@@ -396,42 +402,56 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
     return t ? atomic_load_explicit(&t->fire_date, memory_order_relaxed) : 0;
 }
 
-/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
-static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
-    atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
-    if (!loop) return;
-    if (__builtin_expect(!t->first.next && is_used(&t->first), 1)) { /* in one mode: most timers */
-        rl_mode *mode = mode_of(loop, &t->first);
-        t->first.node.seq = ++loop->timer_seq;
-        rl_heap_update(&mode->timers, &t->first.node, date);
-        rl_wake_timers_changed(loop, mode);
-        return;
-    }
+/* Reposition every entry of a timer in more than one mode at date. Owner loop locked. */
+static __attribute__((noinline)) void set_fire_date_of_entries(rl_loop_t *loop, rl_timer_t *t, double date) {
     for (rl_timer_entry *e = &t->first; e; e = e->next) {
         if (!is_used(e)) continue;
         rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
         rl_heap_update(&mode->timers, &e->node, date);
-        rl_wake_timers_changed(loop, mode);
+        timers_changed(loop, mode);
     }
 }
 
-/* Move t's date: on the loop's own thread with no stripe, no reference and no retry (the owner
- * pointer only changes under the owner's lock, so once locked it is read once more); from any
- * other thread, or for a timer in no loop, through rl_owner_lock. */
-static inline void move_date(rl_timer_t *t, double date, const char *where) {
-    rl_loop_t *loop = atomic_load_explicit(&t->loop, memory_order_acquire);
-    if (__builtin_expect(loop && loop == rl_tls_loop, 1)) {
-        pthread_mutex_lock(&loop->lock);
-        if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) == loop, 1)) {
-            set_fire_date_locked(loop, t, date);
-            pthread_mutex_unlock(&loop->lock);
-            RL_DEBUG_VERIFY(loop, where);
-            return;
-        }
-        pthread_mutex_unlock(&loop->lock);
+/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
+static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
+    atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
+    if (!loop) return;
+    if (__builtin_expect(t->first.next != NULL || !is_used(&t->first), 0)) {
+        set_fire_date_of_entries(loop, t, date);
+        return;
     }
-    loop = rl_owner_lock(t, &t->loop);
+    rl_mode *mode = mode_of(loop, &t->first); /* in one mode: most timers */
+    t->first.node.seq = ++loop->timer_seq;
+    rl_heap_update(&mode->timers, &t->first.node, date);
+    timers_changed(loop, mode);
+}
+
+/* Move t's date on the loop's own thread (self), whose loop t was seen to be in: no stripe, no
+ * reference, no retry, and the loop's fast section rather than its mutex (internal.h). The owner
+ * pointer only changes under the owner's lock, so once locked it is read once more: false when t
+ * left self meanwhile. */
+static inline bool move_date_own(rl_loop_t *self, rl_timer_t *t, double date, const char *where) {
+    rl_loop_lock_own(self);
+    if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != self, 0)) {
+        rl_loop_unlock_own(self);
+        return false;
+    }
+    set_fire_date_locked(self, t, date);
+    rl_loop_unlock_own(self);
+    RL_DEBUG_VERIFY(self, where);
+    (void)where;
+    return true;
+}
+
+/* Move t's date: move_date_own on the loop's own thread; from any other thread, or for a timer
+ * in no loop, through rl_owner_lock. */
+static void move_date(rl_timer_t *t, double date, const char *where) {
+    rl_loop_t *self = rl_tls_loop;
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1) &&
+        __builtin_expect(move_date_own(self, t, date, where), 1))
+        return;
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, date);
     unlock_verified(t, loop, where);
 }
@@ -451,18 +471,14 @@ int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
 
 int rl_timer_rearm(rl_timer_t *t, double seconds) {
     if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
-    if (isinf(seconds)) {
-        move_date(t, seconds, "rl_timer_rearm");
-        return 0;
-    }
-    /* The loop's time when the caller is a callout of t's loop (the owner is read unlocked: a
-     * timer moving to another loop meanwhile gets the clock of a moment already past, which is
-     * no worse than a caller that read it a moment earlier); the clock otherwise. */
+    /* The loop's time when the caller is a callout of t's loop (confirmed once locked); the
+     * clock otherwise, and none to park it (INFINITY). */
     rl_loop_t *self = rl_tls_loop;
-    double base = self && self->phase_time > 0 && atomic_load_explicit(&t->loop, memory_order_relaxed) == self
-                      ? self->phase_time
-                      : rl_time_now();
-    move_date(t, base + seconds, "rl_timer_rearm");
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1)) {
+        double base = self->phase_time > 0 || isinf(seconds) ? self->phase_time : rl_time_now();
+        if (__builtin_expect(move_date_own(self, t, base + seconds, "rl_timer_rearm"), 1)) return 0;
+    }
+    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_rearm");
     return 0;
 }
 
@@ -689,7 +705,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     due_timer inline_due[INLINE];
     due_list list = {inline_due, inline_due, 0, INLINE, true};
     double now = rl_time_now();
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
     due_timer *due = list.due;
     size_t n = list.n;
@@ -704,7 +720,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!n) return complete;
     rl_phase phase = rl_callouts_begin(loop);
     /* Lateness counts to the phase's start, one reading for all, unless a callout ran the loop
