@@ -659,13 +659,20 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
         return true;
     }
     if (is_valid(t)) {
-        rl_loop_t *owner = rl_owner_lock(t, &t->loop);
         /* A date set from inside the callout that is later than the one fired is kept (a timeout
          * armed again, or disarmed: INFINITY); otherwise a repeating timer goes on along its
-         * grid and a timeout goes dormant. */
+         * grid and a timeout goes dormant. The fire phase runs on the loop's own thread: its
+         * fast section while t is still this loop's (the usual case), rl_owner_lock if not. */
+        rl_loop_lock_own(loop);
+        rl_loop_t *owner = loop;
+        if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != loop, 0)) {
+            rl_loop_unlock_own(loop);
+            owner = rl_owner_lock(t, &t->loop);
+        }
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, t->interval ? next_on_grid(fired, t->interval, rl_time_now()) : INFINITY);
-        rl_owner_unlock(&t->loop, owner);
+        if (owner == loop) rl_loop_unlock_own(loop);
+        else rl_owner_unlock(&t->loop, owner);
     }
     (void)end_callout(t, 0);
     return true;

@@ -93,18 +93,22 @@ static void trim(rl_heap *h) {
     }
 }
 
+/* Double the capacity: 0 or -ENOMEM (then nothing changed). */
+static int grow(rl_heap *h) {
+    size_t cap = h->capacity ? h->capacity * 2 : 8;
+    if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
+    rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
+    if (!grown) return -ENOMEM;
+    h->slots = grown;
+    h->capacity = cap;
+    return 0;
+}
+
 int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     if (h->count == h->capacity) {
         if (h->holes) compact(h); /* room without growing, or at least a smaller copy */
     }
-    if (h->count == h->capacity) {
-        size_t cap = h->capacity ? h->capacity * 2 : 8;
-        if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
-        rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
-        if (!grown) return -ENOMEM;
-        h->slots = grown;
-        h->capacity = cap;
-    }
+    if (h->count == h->capacity && grow(h)) return -ENOMEM;
     size_t i = h->count++;
     place(h, i, (rl_heap_slot){when, node});
     sift_up(h, i);
@@ -156,14 +160,20 @@ void rl_heap_settle(rl_heap *h, size_t i, double old) {
  * order where the node was) and append the node at the end (nothing is later than INFINITY, and
  * INFINITY ties with INFINITY): O(1), plus the holes' share of a compaction. A heap with no room
  * for one more slot drops its holes instead (a re-heap, O(n), when they are an eighth of it), or
- * sifts: it never allocates. */
+ * grows (holes never outnumber nodes, so the array stays within twice the nodes, as for
+ * removals), or sifts when it cannot grow: a park never fails. */
 void rl_heap_park(rl_heap *h, size_t i, double old) {
     if (h->count == h->capacity) {
         /* No room: re-heap without the holes (the node too) when they are many enough to pay
-         * for it (as rl_heap_first does), else sift. */
-        if (h->holes * 8 >= h->count) compact(h);
-        else rl_heap_sift_down(h, i);
-        return;
+         * for it (as rl_heap_first does), else grow; sift when growing fails. */
+        if (h->holes * 8 >= h->count) {
+            compact(h);
+            return;
+        }
+        if (grow(h)) {
+            rl_heap_sift_down(h, i);
+            return;
+        }
     }
     rl_heap_slot s = h->slots[i];
     h->slots[i] = (rl_heap_slot){old, NULL};

@@ -13,7 +13,9 @@
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
  * near the top) this beats a binary heap.
  *
- * Removal is lazy. A removed node leaves a hole: its slot keeps the date and loses the node, so
+ * Removal is lazy. A removed node leaves a hole (and so does a node parked at INFINITY, which
+ * goes to the end of the array instead of sifting through every level: rl_heap_park): its slot
+ * keeps the date and loses the node, so
  * removing costs O(1) (a hole orders before the live slots of its date, so at most a few steps
  * up restore the order) instead of a sift through every level. Holes leave in two ways: a hole
  * that reaches the top is popped when someone asks for the earliest entry (rl_heap_first), and
