@@ -438,6 +438,10 @@ struct rl_loop {
      * reads it anyway), 0 between phases and once a nested phase ended: the base of
      * rl_timer_rearm. The loop's thread only. */
     double phase_time;
+    /* The last fire phase's list of due timers, kept for the next (timer.c), with its capacity.
+     * The loop's thread only (and its destruction). */
+    void *fire_spare;
+    size_t fire_spare_cap;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
      * under the lock only when it moved since they were collected. */
@@ -601,6 +605,8 @@ static inline double rl_timers_earliest(rl_mode *mode) {
  * Unlocked. Returns false when a due timer could not be taken (out of memory): it stays due for
  * the next pass. */
 RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
+/* Free the list a fire phase kept (the loop's destruction). */
+RL_HIDDEN void rl_timers_free_spare(rl_loop_t *loop);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
 RL_HIDDEN bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run);
 /* A first look from the loop's thread, without the lock: false when no source is signalled or

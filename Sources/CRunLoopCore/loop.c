@@ -330,6 +330,7 @@ void rl_loop_destroy(rl_loop_t *loop) {
     rl_ptrvec_free(&loop->modes);
     rl_links_free_queued(loop);
     rl_blocks_free_spares(loop);
+    rl_timers_free_spare(loop);
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);

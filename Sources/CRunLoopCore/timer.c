@@ -583,36 +583,39 @@ static inline uint64_t date_bits(double when) {
     return b;
 }
 
-/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 11 bits a pass,
- * skipping the digits every date shares (dates due within a few milliseconds share their top
- * twenty-odd bits), then each run of one date by (order, seq). O(n) a pass where the quicksort
- * is O(n log n) with a comparison per step. False when there is no memory for the scratch
- * array: the caller sorts in place instead. */
-static bool radix_sort_due(due_timer *d, size_t n) {
-    enum { BITS = 11, DIGITS = 1 << BITS };
-    due_timer *scratch = rl_malloc(n * sizeof *scratch);
-    if (!scratch) return false;
+/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 8 bits a pass
+ * (11 from 4096 timers on, where the digit table's scan is worth its fewer passes), skipping
+ * the digits every date shares (dates due within a few milliseconds share their top twenty-odd
+ * bits), then each run of one date by (order, seq). O(n) a pass where the quicksort is
+ * O(n log n) with a comparison per step. scratch: room for n more, or NULL (then allocated).
+ * False when there is no memory for the scratch array: the caller sorts in place instead. */
+static bool radix_sort_due(due_timer *d, size_t n, due_timer *scratch) {
+    enum { MAX_DIGITS = 1 << 11 };
+    unsigned bits = n < 4096 ? 8 : 11;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    due_timer *own = scratch ? NULL : rl_malloc(n * sizeof *own);
+    if (!scratch && !(scratch = own)) return false;
     uint64_t first = date_bits(d[0].key.when), varying = 0;
     for (size_t i = 1; i < n; i++) varying |= date_bits(d[i].key.when) ^ first;
     due_timer *from = d, *to = scratch;
-    uint32_t at[DIGITS];
-    for (unsigned shift = 0; shift < 64; shift += BITS) {
-        if (!((varying >> shift) & (DIGITS - 1))) continue;
-        memset(at, 0, sizeof at);
-        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++;
+    uint32_t at[MAX_DIGITS];
+    for (unsigned shift = 0; shift < 64; shift += bits) {
+        if (!((varying >> shift) & mask)) continue;
+        memset(at, 0, (mask + 1) * sizeof at[0]);
+        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & mask]++;
         uint32_t sum = 0;
-        for (size_t k = 0; k < DIGITS; k++) {
+        for (size_t k = 0; k <= mask; k++) {
             uint32_t c = at[k];
             at[k] = sum;
             sum += c;
         }
-        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++] = from[i];
+        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & mask]++] = from[i];
         due_timer *x = from;
         from = to;
         to = x;
     }
     if (from != d) memcpy(d, from, n * sizeof *d);
-    free(scratch);
+    free(own);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
         if (j - i > 1) sort_due(d + i, j - i);
@@ -680,12 +683,17 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
 
 enum { FIRE_AHEAD = 8 };
 
-/* The due timers a pass takes: a list that starts on the stack and doubles. */
+/* The due timers a pass takes: a list that starts on the stack (or in the loop's spare buffer)
+ * and doubles. An allocated list has room for as many again after its cap: the radix sort's
+ * scratch. */
 typedef struct {
     due_timer *due, *inline_due;
     size_t n, cap;
     bool complete; /* false once a timer did not fit (out of memory) */
 } due_list;
+
+/* The largest list a loop keeps for its next fire phase (with its scratch: 192 KB). */
+enum { SPARE_DUE_MAX = 4096 };
 
 /* rl_heap_visit_due's visit: take the timer of slot. One that does not fit in the list (out of
  * memory) is left for the next pass, with its subtree, so what fires now is still a prefix of
@@ -693,7 +701,7 @@ typedef struct {
 static bool take_due(void *ctx, const rl_heap_slot *slot) {
     due_list *l = ctx;
     if (l->n == l->cap) {
-        due_timer *grown = rl_malloc(2 * l->cap * sizeof *grown);
+        due_timer *grown = rl_malloc(4 * l->cap * sizeof *grown); /* and the scratch */
         if (!grown) {
             l->complete = false;
             return false;
@@ -707,10 +715,32 @@ static bool take_due(void *ctx, const rl_heap_slot *slot) {
     return true;
 }
 
+/* A fire phase's allocated list: kept for the next phase when small enough and none is kept
+ * (a nested phase may have kept its own), so that a loop firing hundreds of timers a pass
+ * allocates and copies nothing for them. The loop's thread only. */
+static void give_back(rl_loop_t *loop, due_timer *due, size_t cap) {
+    if (cap <= SPARE_DUE_MAX && !loop->fire_spare) {
+        loop->fire_spare = due;
+        loop->fire_spare_cap = cap;
+    } else {
+        free(due);
+    }
+}
+
+void rl_timers_free_spare(rl_loop_t *loop) {
+    free(loop->fire_spare);
+    loop->fire_spare = NULL;
+}
+
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     enum { INLINE = 32 };
     due_timer inline_due[INLINE];
     due_list list = {inline_due, inline_due, 0, INLINE, true};
+    if (loop->fire_spare) { /* the last phase's list, taken (a nested phase finds none) */
+        list.due = loop->fire_spare;
+        list.cap = loop->fire_spare_cap;
+        loop->fire_spare = NULL;
+    }
     double now = rl_time_now();
     rl_loop_lock_mutex(loop);
     rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
@@ -718,7 +748,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     size_t n = list.n;
     bool complete = list.complete;
     if (n) {
-        if (n < 256 || !radix_sort_due(due, n)) sort_due(due, n);
+        if (n < 256 || !radix_sort_due(due, n, due != inline_due ? due + list.cap : NULL)) sort_due(due, n);
         /* The timers are scattered over the heap, and each retain is a locked instruction that
          * waits for its line: start loading a few ahead (a prefetch is not held up by it), so
          * that the misses of a large batch overlap. */
@@ -728,7 +758,10 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         }
     }
     rl_loop_unlock(loop);
-    if (!n) return complete;
+    if (!n) {
+        if (due != inline_due) give_back(loop, due, list.cap);
+        return complete;
+    }
     rl_phase phase = rl_callouts_begin(loop);
     /* Lateness counts to the phase's start, one reading for all, unless a callout ran the loop
      * (a nested run counts passes): the timers after it count to its end, which may be long in
@@ -750,6 +783,6 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         }
     }
     rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, &phase);
-    if (due != inline_due) free(due);
+    if (due != inline_due) give_back(loop, due, list.cap);
     return complete;
 }

@@ -147,7 +147,8 @@
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
  *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
- *   radix sort in O(k) above) and allocates only when k > 32. Ownership
+ *   radix sort in O(k) above) and allocates only when k > 32 and more than the
+ *   loop's previous fire phase kept room for (up to 4096). Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
