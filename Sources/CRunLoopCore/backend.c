@@ -44,9 +44,9 @@
 
 int rl_loop_get_backend_fd(rl_loop_t *loop) {
     if (!loop) return -EINVAL;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     int fd = loop->dead ? -EINVAL : rl_wait_host_fd(&loop->wait);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return fd;
 }
 
@@ -61,11 +61,11 @@ double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *name) {
     if (!rl_loop_is_current(loop)) return fail(EPERM);
     if (atomic_load(&loop->dead)) return fail(EINVAL);
 
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     /* Created if new: a timer another thread adds to it later must find the host's mode. */
     rl_mode *mode = rl_mode_find(loop, name, true);
     if (!mode) {
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         return fail(ENOMEM);
     }
     /* Also in a callout (a host nested in a run): the host waits for this mode, not the outer
@@ -89,7 +89,7 @@ double rl_loop_get_backend_timeout(rl_loop_t *loop, const char *name) {
               rl_sources_signalled_in(loop, mode);
     }
     rl_wait_arm(&loop->wait, date);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
 
     if (due) return 0;
     if (!(date < RL_TIME_NEVER)) return -1;

@@ -44,7 +44,7 @@ static rl_block *take_spare(rl_loop_t *loop) {
 /* Keep spent blocks for reuse, up to RL_SPARE_BLOCKS; free the rest. Takes the lock. */
 static void give_back(rl_loop_t *loop, rl_block *list) {
     if (!list) return;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     while (list && loop->spare_count < RL_SPARE_BLOCKS) {
         rl_block *b = list;
         list = b->next;
@@ -52,7 +52,7 @@ static void give_back(rl_loop_t *loop, rl_block *list) {
         loop->spare_blocks = b;
         loop->spare_count++;
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     for (rl_block *next; list; list = next) {
         next = list->next;
         free(list);
@@ -63,7 +63,7 @@ static void give_back(rl_loop_t *loop, rl_block *list) {
 static int queue(rl_loop_t *loop, const char *mode, rl_block *b) {
     int rc = 0;
     rl_block_queue *q = NULL;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     if (loop->dead) {
         rc = -EINVAL;
     } else if (rl_mode_name_is_common(mode)) {
@@ -77,15 +77,15 @@ static int queue(rl_loop_t *loop, const char *mode, rl_block *b) {
         b->seq = ++loop->block_seq;
         push(q, b); /* its count, stored seq_cst, is what a pass looks at after a wakeup */
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return rc;
 }
 
 /* A block from the spares, or a new one. */
 static rl_block *new_block(rl_loop_t *loop) {
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_block *b = take_spare(loop);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return b ? b : rl_malloc(sizeof *b);
 }
 
@@ -131,11 +131,11 @@ bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
 
 void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     rl_mode *mode = run->mode; /* run.c looked first, without the lock (rl_blocks_may_be_pending) */
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     /* Detach what may run; blocks queued by the callouts below wait for the next turn. */
     rl_block *own = take(&mode->blocks);
     rl_block *common = mode->common ? take(&loop->common_blocks) : NULL;
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!own && !common) return;
     rl_phase phase = rl_callouts_begin(loop);
     unsigned ran = 0;
@@ -156,7 +156,7 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
 
 void rl_blocks_drop_all(rl_loop_t *loop) {
     rl_block *lists[2] = {NULL, NULL};
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     lists[0] = take(&loop->common_blocks);
     for (size_t i = 0; i < loop->modes.count; i++) {
         rl_block *b = take(&((rl_mode *)loop->modes.items[i])->blocks);
@@ -167,7 +167,7 @@ void rl_blocks_drop_all(rl_loop_t *loop) {
             b = next;
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     for (int k = 0; k < 2; k++)
         for (rl_block *b = lists[k], *next; b; b = next) {
             next = b->next;

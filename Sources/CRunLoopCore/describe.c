@@ -84,7 +84,7 @@ char *rl_loop_copy_description(rl_loop_t *loop) {
     double now = rl_time_now();
     rl_loop_stats_t st;
     rl_loop_get_stats(loop, &st);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     put(&o, "<rl_loop %p>{%s%s wakeup state 0x%x, current mode \"%s\",\n", (void *)loop,
         loop->dead ? "thread exited," : "", rl_loop_is_waiting(loop) ? " waiting," : "",
         atomic_load(&loop->wake_state), loop->run ? loop->run->mode->name : "(not running)");
@@ -107,7 +107,7 @@ char *rl_loop_copy_description(rl_loop_t *loop) {
             "sources performed %llu, time waiting %.6f s, time in callouts %.6f s\n}\n",
         st.passes, st.waits, st.wakeups, st.wakeup_writes, st.timers_fired, st.sources_performed,
         st.time_waiting, st.time_in_callouts);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (o.failed) {
         free(o.text);
         errno = ENOMEM;

@@ -393,9 +393,9 @@ static void stale_gone(rl_fd_table *t) {
 }
 
 void rl_fd_table_stale_gone(rl_loop_t *loop) {
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     if (loop->fds.stale_seen) stale_gone(&loop->fds);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
 }
 
 /* Take the sources the events are for (the loop locked meanwhile). Returns the count of
@@ -404,7 +404,7 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
                                    rl_ready_vec *out) {
     rl_fd_table *t = &loop->fds;
     bool rebuild = false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     unsigned long long removals = atomic_load_explicit(&loop->source_removals, memory_order_relaxed);
     t->stale_now = 0;
     t->waits++;
@@ -418,7 +418,7 @@ static unsigned long long take_all(rl_loop_t *loop, rl_mode *mode, const rl_wait
         t->stale_before = 0;
     }
     if (t->stale_seen && (rebuilt || !t->stale_now)) stale_gone(t);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return removals;
 }
 
@@ -433,7 +433,7 @@ int rl_fd_table_defer(rl_loop_t *loop, rl_mode *mode, rl_wait_event *events, int
         t->deferred = false;
         return n;
     }
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     int kept = n;
     if (rl_sources_signalled_in(loop, mode) || rl_blocks_pending(loop, mode)) {
         kept = 0;
@@ -444,7 +444,7 @@ int rl_fd_table_defer(rl_loop_t *loop, rl_mode *mode, rl_wait_event *events, int
             if (!w || w->gen != events[i].gen || w->registered == 0) events[kept++] = events[i];
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     t->deferred = kept < n;
     return kept;
 }
@@ -474,9 +474,9 @@ bool rl_fd_table_dispatch(rl_loop_t *loop, rl_run_frame *run, const rl_wait_even
         bool go = ev && atomic_load(&s->valid);
         if (go && atomic_load_explicit(&loop->source_removals, memory_order_relaxed) != removals) {
             /* A source left a mode since they were taken: is this one still in the mode? */
-            pthread_mutex_lock(&loop->lock);
+            rl_loop_lock_mutex(loop);
             go = rl_ptrset_contains(&run->mode->sources, s);
-            pthread_mutex_unlock(&loop->lock);
+            rl_loop_unlock(loop);
         }
         if (go) {
             __RL_IS_CALLING_OUT_TO_A_SOURCE1_PERFORM_FUNCTION__(s->callback, s, s->fd, ev, s->context.info);

@@ -83,13 +83,13 @@ static void prepare(void) {
     rl_main_lock_for_fork(true);
     for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&rl_loops_lock);
-    for (rl_loop_t *l = loops; l; l = l->registry_next) pthread_mutex_lock(&l->lock);
+    for (rl_loop_t *l = loops; l; l = l->registry_next) rl_loop_lock_mutex(l);
     for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&item_stripes[i].lock);
 }
 
 static void release_all(void) {
     for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&item_stripes[i].lock);
-    for (rl_loop_t *l = loops; l; l = l->registry_next) pthread_mutex_unlock(&l->lock);
+    for (rl_loop_t *l = loops; l; l = l->registry_next) rl_loop_unlock(l);
     pthread_mutex_unlock(&rl_loops_lock);
     for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&stripes[i].lock);
     rl_main_lock_for_fork(false);

@@ -144,6 +144,15 @@ bool rl_loop_is_current(rl_loop_t *loop) {
  * refused. BUSY is only set with a stripe held, so fork (which takes every stripe) never leaves
  * an item BUSY in the child.
  */
+void rl_loop_exclude_fast(rl_loop_t *loop) {
+    atomic_store_explicit(&loop->fast_out, true, memory_order_seq_cst);
+    /* A fast section is a few hundred instructions, but its thread may be preempted in it. */
+    for (unsigned spins = 0; atomic_load_explicit(&loop->fast, memory_order_seq_cst); spins++) {
+        if (spins < 64) rl_cpu_relax();
+        else sched_yield();
+    }
+}
+
 static bool retain_unless_dying(rl_loop_t *loop) {
     long refs = atomic_load_explicit(&loop->obj.refs, memory_order_relaxed);
     do {
@@ -158,10 +167,11 @@ rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
         rl_loop_t *loop = atomic_load(owner);
         if (loop && loop == rl_tls_loop) {
             /* Our own loop cannot go away under us (this thread holds a reference to it until
-             * it exits): no stripe and no reference on the loop thread's path. */
-            pthread_mutex_lock(&loop->lock);
+             * it exits): no stripe and no reference on the loop thread's path, and its fast
+             * section rather than the mutex (internal.h). */
+            rl_loop_lock(loop);
             if (atomic_load(owner) == loop) return loop;
-            pthread_mutex_unlock(&loop->lock);
+            rl_loop_unlock(loop);
             continue;
         }
         rl_item_lock(item);
@@ -183,9 +193,9 @@ rl_loop_t *rl_owner_lock(const void *item, _Atomic(rl_loop_t *) *owner) {
             sched_yield();
             continue;
         }
-        pthread_mutex_lock(&loop->lock);
+        rl_loop_lock_mutex(loop);
         if (atomic_load(owner) == loop) return loop;
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         rl_release(loop);
     }
 }
@@ -195,7 +205,7 @@ void rl_owner_unlock(_Atomic(rl_loop_t *) *owner, rl_loop_t *loop) {
         atomic_store(owner, NULL);
         return;
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_owner_put(loop);
 }
 
@@ -221,20 +231,20 @@ void rl_owner_clear(_Atomic(rl_loop_t *) *owner) { atomic_store(owner, NULL); }
 
 void rl_loop_stop(rl_loop_t *loop) {
     if (!loop) return;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     bool running = loop->run != NULL;
     if (running) atomic_store(&loop->run->stopped, true);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (running) rl_wake_post(loop);
 }
 
 double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     if (!loop || rl_mode_check_name(mode) || rl_mode_name_is_common(mode)) return 0;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_mode *m = rl_mode_find(loop, mode, false);
     const rl_heap_slot *first = m ? rl_heap_first(&m->timers) : NULL;
     double date = first ? first->when : 0;
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return date;
 }
 
@@ -255,7 +265,7 @@ int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats) {
 /* One item of loop still in a mode or a common set, retained; NULL when there is none left. */
 static rl_object *any_item(rl_loop_t *loop) {
     rl_object *item = NULL;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     for (size_t i = 0; !item && i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
         for (size_t j = 0; !item && j < m->sources.capacity; j++) item = m->sources.slots[j];
@@ -267,14 +277,14 @@ static rl_object *any_item(rl_loop_t *loop) {
     for (int k = 0; !item && k < 3; k++)
         for (size_t j = 0; !item && j < common[k]->capacity; j++) item = common[k]->slots[j];
     rl_retain(item);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return item;
 }
 
 void rl_loop_teardown(rl_loop_t *loop) {
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     loop->dead = true; /* from here on, adds fail: the loop only empties */
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_blocks_drop_all(loop);
     /* One item at a time, so that nothing is allocated: teardown cannot fail halfway. */
     for (rl_object *item; (item = any_item(loop)) != NULL; rl_release(item)) {
@@ -282,9 +292,9 @@ void rl_loop_teardown(rl_loop_t *loop) {
         else if (item->type == RL_TYPE_TIMER) rl_timer_remove_from_loop(loop, (rl_timer_t *)item);
         else rl_observer_remove_from_loop(loop, (rl_observer_t *)item);
     }
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_loop_close(loop);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
 }
 
 void rl_loop_close(rl_loop_t *loop) {
@@ -320,6 +330,7 @@ void rl_loop_destroy(rl_loop_t *loop) {
     rl_ptrvec_free(&loop->modes);
     rl_links_free_queued(loop);
     rl_blocks_free_spares(loop);
+    rl_timers_free_spare(loop);
     rl_ptrset_free(&loop->common_sources);
     rl_ptrset_free(&loop->common_timers);
     rl_ptrset_free(&loop->common_observers);

@@ -8,13 +8,6 @@
 const char *const RL_DEFAULT_MODE = "kCFRunLoopDefaultMode";
 const char *const RL_COMMON_MODES = "kCFRunLoopCommonModes";
 
-int rl_mode_check_name(const char *name) { return name && name[0] ? 0 : -EINVAL; }
-
-bool rl_mode_name_is_common(const char *name) {
-    if (name == RL_COMMON_MODES) return true;
-    return name != RL_DEFAULT_MODE && strcmp(name, RL_COMMON_MODES) == 0; /* the default: no strcmp */
-}
-
 rl_mode *rl_mode_find_by_name(rl_loop_t *loop, const char *name, bool create) {
     if (rl_mode_name_is_common(name)) return NULL;
     for (size_t i = 0; i < loop->modes.count; i++) {
@@ -52,10 +45,10 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
     if (rl_mode_name_is_common(name)) return -EINVAL;
     rl_ptrvec joined; /* every membership this call made: undone together on failure */
     rl_ptrvec_init(&joined);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_mode *mode = rl_mode_find(loop, name, true);
     if (!mode || mode->common) {
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         return mode ? 0 : -ENOMEM;
     }
     rc = rl_members_join_common_mode(loop, mode, &joined);
@@ -65,7 +58,7 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* until called out */
     }
     bool wake = !rc && rl_loop_may_await(loop, mode);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     /* Sources get their schedule callout, as in any add (modes live as long as their loop). */
     for (size_t i = 0; i < joined.count; i++) {
         rl_object *item = joined.items[i];
@@ -85,9 +78,9 @@ char *rl_loop_copy_current_mode(rl_loop_t *loop) {
         errno = EINVAL;
         return NULL;
     }
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     char *name = loop->run ? rl_strdup(loop->run->mode->name) : NULL;
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return name;
 }
 
@@ -96,7 +89,7 @@ char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count) {
         errno = EINVAL;
         return NULL;
     }
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     size_t n = loop->modes.count;
     char **names = rl_calloc(n + 1, sizeof *names);
     for (size_t i = 0; names && i < n; i++) {
@@ -107,7 +100,7 @@ char **rl_loop_copy_all_modes(rl_loop_t *loop, size_t *count) {
             names = NULL;
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!names) {
         errno = ENOMEM;
         return NULL;

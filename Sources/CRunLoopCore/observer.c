@@ -133,9 +133,9 @@ int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
     if (!loop || !o) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     rc = rl_members_add(loop, &rl_observer_kind, &o->obj, name, NULL);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_observer");
     return rc;
 }
@@ -144,9 +144,9 @@ int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name)
     if (!loop || !o) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     size_t releases = rl_members_remove(loop, &rl_observer_kind, &o->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     RL_DEBUG_VERIFY(loop, "rl_loop_remove_observer");
     if (!releases) return -ENOENT;
     while (releases--) rl_release(o);
@@ -155,16 +155,16 @@ int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *o, const char *name)
 
 bool rl_loop_contains_observer(rl_loop_t *loop, rl_observer_t *o, const char *name) {
     if (!loop || !o || rl_mode_check_name(name)) return false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     bool in = rl_members_contains(loop, &rl_observer_kind, &o->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return in;
 }
 
 void rl_observer_remove_from_loop(rl_loop_t *loop, rl_observer_t *o) {
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     size_t releases = rl_members_leave_loop(loop, &rl_observer_kind, &o->obj);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     RL_DEBUG_VERIFY(loop, "rl_observer_invalidate");
     while (releases--) rl_release(o);
 }
@@ -174,7 +174,7 @@ void rl_observer_invalidate(rl_observer_t *o) {
     rl_retain(o);
     rl_loop_t *loop = rl_owner_lock(o, &o->loop);
     if (loop) {
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         rl_observer_remove_from_loop(loop, o);
         rl_owner_put(loop);
     } else {
@@ -193,14 +193,14 @@ void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity) 
     if (!(atomic_load_explicit(&mode->observer_mask, memory_order_relaxed) & activity)) return;
     rl_ptrvec *due = &run->notify;
     due->count = 0;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     for (size_t i = 0; i < mode->observers.count; i++) {
         rl_observer_t *o = mode->observers.items[i];
         if ((o->activities & activity) && atomic_load(&o->valid) && !atomic_load(&o->firing) &&
             rl_ptrvec_push(due, o) == 0)
             rl_retain(o);
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!due->count) return;
     rl_phase phase = rl_callouts_begin(loop);
     size_t skipped = 0; /* counted on the rare path: the callouts are the rest */

@@ -339,12 +339,12 @@ void rl_signals_detach(rl_loop_t *loop, rl_link *link) {
 
 void rl_signals_take(rl_loop_t *loop) {
     loop->signal_seen = atomic_load(&rl_signal_generation); /* before the counters are read */
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     for (size_t i = 0; i < loop->signal_links.count; i++) {
         rl_link *l = loop->signal_links.items[i];
         if (!rl_source_watch_pending(l->source)) continue;
         atomic_fetch_or(&l->source->signalled, RL_SIGNAL_SET);
         rl_link_enqueue(l);
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
 }

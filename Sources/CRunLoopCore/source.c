@@ -241,7 +241,7 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     rl_ptrvec_init(&joined);
     bool wake = false;
     rl_source_lock(s);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rc = rl_members_add(loop, &rl_source_kind, &s->obj, name, &joined);
     /* The mode the loop runs in, or its host waits for (backend.c). */
     for (size_t i = 0; !rc && i < joined.count; i++) wake |= rl_loop_may_await(loop, joined.items[i]);
@@ -249,7 +249,7 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
     /* A watching source changes the signals the loop takes while it sleeps, which a sleeping
      * wait read before: wake it to sleep again with them, in whatever mode it runs. */
     wake |= rc == 0 && s->signo && loop->run;
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_source_unlock(s);
     for (size_t i = 0; i < joined.count; i++) schedule_callout(s, false, loop, ((rl_mode *)joined.items[i])->name);
     rl_ptrvec_free(&joined);
@@ -263,7 +263,7 @@ int rl_loop_add_source(rl_loop_t *loop, rl_source_t *s, const char *name) {
 static bool leave_one(rl_loop_t *loop, rl_source_t *s, const char *name, bool only_common) {
     rl_mode *left = NULL;
     rl_source_lock(s);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     if (name) {
         rl_mode *m = rl_mode_find(loop, name, false);
         if (m && source_leave(loop, m, &s->obj)) left = m;
@@ -273,7 +273,7 @@ static bool leave_one(rl_loop_t *loop, rl_source_t *s, const char *name, bool on
             if ((m->common || !only_common) && source_leave(loop, m, &s->obj)) left = m;
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_source_unlock(s);
     if (!left) return false;
     schedule_callout(s, true, loop, left->name); /* modes live as long as their loop */
@@ -284,10 +284,10 @@ static bool leave_one(rl_loop_t *loop, rl_source_t *s, const char *name, bool on
 /* Drop s from the common set of loop; true when it was there (the caller then releases it). */
 static bool leave_common_set(rl_loop_t *loop, rl_source_t *s) {
     rl_source_lock(s);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     bool was = rl_ptrset_remove(&loop->common_sources, s);
     if (was) unlink_if_gone(loop, s);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_source_unlock(s);
     return was;
 }
@@ -312,9 +312,9 @@ int rl_loop_remove_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
 
 bool rl_loop_contains_source(rl_loop_t *loop, rl_source_t *s, const char *mode) {
     if (!loop || !s || rl_mode_check_name(mode)) return false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     bool in = rl_members_contains(loop, &rl_source_kind, &s->obj, mode);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return in;
 }
 
@@ -407,9 +407,9 @@ int rl_source_watch_fd(rl_source_t *s, unsigned events) {
     atomic_store(&s->events, events & (RL_FD_READABLE | RL_FD_WRITABLE));
     for (size_t i = 0; i < s->links.count; i++) {
         rl_link *l = s->links.items[i];
-        pthread_mutex_lock(&l->loop->lock);
+        rl_loop_lock_mutex(l->loop);
         int one = l->loop->dead ? 0 : rl_fd_table_set_events(l->loop, s);
-        pthread_mutex_unlock(&l->loop->lock);
+        rl_loop_unlock(l->loop);
         if (one && !rc) rc = one;
     }
     rl_source_unlock(s);
@@ -420,14 +420,14 @@ int rl_source_watch_fd(rl_source_t *s, unsigned events) {
  * unless a signal since has queued it again. */
 static void requeue_first(rl_loop_t *loop, rl_source_t *s) {
     rl_source_lock(s);
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_link *l = link_for(s, loop);
     if (l && !(atomic_fetch_or(&l->state, RL_LINK_QUEUED) & RL_LINK_QUEUED)) {
         l->next = loop->deferred;
         loop->deferred = l;
         if (!loop->deferred_tail) loop->deferred_tail = l;
     }
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     rl_source_unlock(s);
 }
 
@@ -497,9 +497,9 @@ bool rl_sources_perform_signalled(rl_loop_t *loop, rl_run_frame *run) {
     rl_ready_vec *ready = &run->sources;
     ready->count = 0;
     if (!rl_sources_may_be_signalled(loop)) return false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     take_ready(loop, run, ready);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (ready->count == 0) return false;
     /* Ascending order; equal orders in signal order (a stable sort, at any count). */
     rl_ready_vec_sort(ready);

@@ -21,7 +21,7 @@
 _Static_assert(sizeof(struct rl_timer) <= 104, "a timer outgrew its malloc size class");
 #endif
 
-static bool bad_time(double t) { return isnan(t) || t < 0; }
+static inline bool bad_time(double t) { return !(t >= 0); } /* NaN or negative */
 
 /* A date in the past means "now", as in CF: a repeating timer's grid then starts from when the
  * date was set, not from a point long gone. */
@@ -250,6 +250,12 @@ static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
 
 static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
 
+/* Another thread's change of loop's timers may have to rearm its wait (wake.c); the loop's own
+ * thread rearms before it next waits, so it skips the call. */
+static inline void timers_changed(rl_loop_t *loop, rl_mode *mode) {
+    if (rl_tls_loop != loop) rl_wake_timers_changed(loop, mode);
+}
+
 /* Loop locked, timer owned by loop (or being taken by it). */
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
@@ -274,7 +280,7 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         e->next = t->first.next;
         t->first.next = e;
     }
-    rl_wake_timers_changed(loop, mode);
+    timers_changed(loop, mode);
     return 0;
 }
 
@@ -294,7 +300,7 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
         prev->next = e->next;
         free(e);
     }
-    rl_wake_timers_changed(loop, mode);
+    timers_changed(loop, mode);
     return true;
 }
 
@@ -366,9 +372,9 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (rc) settle_held(t); /* a failed add may have claimed t, then let it go */
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
@@ -378,9 +384,9 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     size_t releases = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     if (!releases) return -ENOENT;
     settle_held(t);
     while (releases--) rl_release(t);
@@ -390,9 +396,9 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 
 bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t || rl_mode_check_name(name)) return false;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     bool in = rl_members_contains(loop, &rl_timer_kind, &t->obj, name);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return in;
 }
 
@@ -402,9 +408,9 @@ static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) { return rl_members_lea
 
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock(loop);
     if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     settle_held(t);
     while (releases--) rl_release(t);
 }
@@ -416,7 +422,7 @@ void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
 static void unlock_verified(rl_timer_t *t, rl_loop_t *loop, const char *where) {
 #ifdef RL_DEBUG
     if (loop) {
-        pthread_mutex_unlock(&loop->lock);
+        rl_loop_unlock(loop);
         RL_DEBUG_VERIFY(loop, where);
         rl_owner_put(loop);
         return;
@@ -445,42 +451,56 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
     return t ? atomic_load_explicit(&t->fire_date, memory_order_relaxed) : 0;
 }
 
-/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
-static void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
-    atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
-    if (!loop) return;
-    if (__builtin_expect(!t->first.next && is_used(&t->first), 1)) { /* in one mode: most timers */
-        rl_mode *mode = mode_of(loop, &t->first);
-        t->first.node.seq = ++loop->timer_seq;
-        rl_heap_update(&mode->timers, &t->first.node, date);
-        rl_wake_timers_changed(loop, mode);
-        return;
-    }
+/* Reposition every entry of a timer in more than one mode at date. Owner loop locked. */
+static __attribute__((noinline)) void set_fire_date_of_entries(rl_loop_t *loop, rl_timer_t *t, double date) {
     for (rl_timer_entry *e = &t->first; e; e = e->next) {
         if (!is_used(e)) continue;
         rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
         rl_heap_update(&mode->timers, &e->node, date);
-        rl_wake_timers_changed(loop, mode);
+        timers_changed(loop, mode);
     }
 }
 
-/* Move t's date: on the loop's own thread with no stripe, no reference and no retry (the owner
- * pointer only changes under the owner's lock, so once locked it is read once more); from any
- * other thread, or for a timer in no loop, through rl_owner_lock. */
-static inline void move_date(rl_timer_t *t, double date, const char *where) {
-    rl_loop_t *loop = atomic_load_explicit(&t->loop, memory_order_acquire);
-    if (__builtin_expect(loop && loop == rl_tls_loop, 1)) {
-        pthread_mutex_lock(&loop->lock);
-        if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) == loop, 1)) {
-            set_fire_date_locked(loop, t, date);
-            pthread_mutex_unlock(&loop->lock);
-            RL_DEBUG_VERIFY(loop, where);
-            return;
-        }
-        pthread_mutex_unlock(&loop->lock);
+/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
+static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
+    atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
+    if (!loop) return;
+    if (__builtin_expect(t->first.next != NULL || !is_used(&t->first), 0)) {
+        set_fire_date_of_entries(loop, t, date);
+        return;
     }
-    loop = rl_owner_lock(t, &t->loop);
+    rl_mode *mode = mode_of(loop, &t->first); /* in one mode: most timers */
+    t->first.node.seq = ++loop->timer_seq;
+    rl_heap_update(&mode->timers, &t->first.node, date);
+    timers_changed(loop, mode);
+}
+
+/* Move t's date on the loop's own thread (self), whose loop t was seen to be in: no stripe, no
+ * reference, no retry, and the loop's fast section rather than its mutex (internal.h). The owner
+ * pointer only changes under the owner's lock, so once locked it is read once more: false when t
+ * left self meanwhile. */
+static inline bool move_date_own(rl_loop_t *self, rl_timer_t *t, double date, const char *where) {
+    rl_loop_lock_own(self);
+    if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != self, 0)) {
+        rl_loop_unlock_own(self);
+        return false;
+    }
+    set_fire_date_locked(self, t, date);
+    rl_loop_unlock_own(self);
+    RL_DEBUG_VERIFY(self, where);
+    (void)where;
+    return true;
+}
+
+/* Move t's date: move_date_own on the loop's own thread; from any other thread, or for a timer
+ * in no loop, through rl_owner_lock. */
+static void move_date(rl_timer_t *t, double date, const char *where) {
+    rl_loop_t *self = rl_tls_loop;
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1) &&
+        __builtin_expect(move_date_own(self, t, date, where), 1))
+        return;
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
     set_fire_date_locked(loop, t, date);
     unlock_verified(t, loop, where);
 }
@@ -500,18 +520,14 @@ int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
 
 int rl_timer_rearm(rl_timer_t *t, double seconds) {
     if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
-    if (isinf(seconds)) {
-        move_date(t, seconds, "rl_timer_rearm");
-        return 0;
-    }
-    /* The loop's time when the caller is a callout of t's loop (the owner is read unlocked: a
-     * timer moving to another loop meanwhile gets the clock of a moment already past, which is
-     * no worse than a caller that read it a moment earlier); the clock otherwise. */
+    /* The loop's time when the caller is a callout of t's loop (confirmed once locked); the
+     * clock otherwise, and none to park it (INFINITY). */
     rl_loop_t *self = rl_tls_loop;
-    double base = self && self->phase_time > 0 && atomic_load_explicit(&t->loop, memory_order_relaxed) == self
-                      ? self->phase_time
-                      : rl_time_now();
-    move_date(t, base + seconds, "rl_timer_rearm");
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1)) {
+        double base = self->phase_time > 0 || isinf(seconds) ? self->phase_time : rl_time_now();
+        if (__builtin_expect(move_date_own(self, t, base + seconds, "rl_timer_rearm"), 1)) return 0;
+    }
+    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_rearm");
     return 0;
 }
 
@@ -616,36 +632,39 @@ static inline uint64_t date_bits(double when) {
     return b;
 }
 
-/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 11 bits a pass,
- * skipping the digits every date shares (dates due within a few milliseconds share their top
- * twenty-odd bits), then each run of one date by (order, seq). O(n) a pass where the quicksort
- * is O(n log n) with a comparison per step. False when there is no memory for the scratch
- * array: the caller sorts in place instead. */
-static bool radix_sort_due(due_timer *d, size_t n) {
-    enum { BITS = 11, DIGITS = 1 << BITS };
-    due_timer *scratch = rl_malloc(n * sizeof *scratch);
-    if (!scratch) return false;
+/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 8 bits a pass
+ * (11 from 4096 timers on, where the digit table's scan is worth its fewer passes), skipping
+ * the digits every date shares (dates due within a few milliseconds share their top twenty-odd
+ * bits), then each run of one date by (order, seq). O(n) a pass where the quicksort is
+ * O(n log n) with a comparison per step. scratch: room for n more, or NULL (then allocated).
+ * False when there is no memory for the scratch array: the caller sorts in place instead. */
+static bool radix_sort_due(due_timer *d, size_t n, due_timer *scratch) {
+    enum { MAX_DIGITS = 1 << 11 };
+    unsigned bits = n < 4096 ? 8 : 11;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    due_timer *own = scratch ? NULL : rl_malloc(n * sizeof *own);
+    if (!scratch && !(scratch = own)) return false;
     uint64_t first = date_bits(d[0].key.when), varying = 0;
     for (size_t i = 1; i < n; i++) varying |= date_bits(d[i].key.when) ^ first;
     due_timer *from = d, *to = scratch;
-    uint32_t at[DIGITS];
-    for (unsigned shift = 0; shift < 64; shift += BITS) {
-        if (!((varying >> shift) & (DIGITS - 1))) continue;
-        memset(at, 0, sizeof at);
-        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++;
+    uint32_t at[MAX_DIGITS];
+    for (unsigned shift = 0; shift < 64; shift += bits) {
+        if (!((varying >> shift) & mask)) continue;
+        memset(at, 0, (mask + 1) * sizeof at[0]);
+        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & mask]++;
         uint32_t sum = 0;
-        for (size_t k = 0; k < DIGITS; k++) {
+        for (size_t k = 0; k <= mask; k++) {
             uint32_t c = at[k];
             at[k] = sum;
             sum += c;
         }
-        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & (DIGITS - 1)]++] = from[i];
+        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & mask]++] = from[i];
         due_timer *x = from;
         from = to;
         to = x;
     }
     if (from != d) memcpy(d, from, n * sizeof *d);
-    free(scratch);
+    free(own);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
         if (j - i > 1) sort_due(d + i, j - i);
@@ -692,13 +711,20 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
         return true;
     }
     if (is_valid(t)) {
-        rl_loop_t *owner = rl_owner_lock(t, &t->loop);
         /* A date set from inside the callout that is later than the one fired is kept (a timeout
          * armed again, or disarmed: INFINITY); otherwise a repeating timer goes on along its
-         * grid and a timeout goes dormant. */
+         * grid and a timeout goes dormant. The fire phase runs on the loop's own thread: its
+         * fast section while t is still this loop's (the usual case), rl_owner_lock if not. */
+        rl_loop_lock_own(loop);
+        rl_loop_t *owner = loop;
+        if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != loop, 0)) {
+            rl_loop_unlock_own(loop);
+            owner = rl_owner_lock(t, &t->loop);
+        }
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, t->interval ? next_on_grid(fired, t->interval, rl_time_now()) : INFINITY);
-        rl_owner_unlock(&t->loop, owner);
+        if (owner == loop) rl_loop_unlock_own(loop);
+        else rl_owner_unlock(&t->loop, owner);
     }
     (void)end_callout(t, 0);
     return true;
@@ -706,12 +732,17 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
 
 enum { FIRE_AHEAD = 8 };
 
-/* The due timers a pass takes: a list that starts on the stack and doubles. */
+/* The due timers a pass takes: a list that starts on the stack (or in the loop's spare buffer)
+ * and doubles. An allocated list has room for as many again after its cap: the radix sort's
+ * scratch. */
 typedef struct {
     due_timer *due, *inline_due;
     size_t n, cap;
     bool complete; /* false once a timer did not fit (out of memory) */
 } due_list;
+
+/* The largest list a loop keeps for its next fire phase (with its scratch: 192 KB). */
+enum { SPARE_DUE_MAX = 4096 };
 
 /* rl_heap_visit_due's visit: take the timer of slot. One that does not fit in the list (out of
  * memory) is left for the next pass, with its subtree, so what fires now is still a prefix of
@@ -719,7 +750,7 @@ typedef struct {
 static bool take_due(void *ctx, const rl_heap_slot *slot) {
     due_list *l = ctx;
     if (l->n == l->cap) {
-        due_timer *grown = rl_malloc(2 * l->cap * sizeof *grown);
+        due_timer *grown = rl_malloc(4 * l->cap * sizeof *grown); /* and the scratch */
         if (!grown) {
             l->complete = false;
             return false;
@@ -733,18 +764,40 @@ static bool take_due(void *ctx, const rl_heap_slot *slot) {
     return true;
 }
 
+/* A fire phase's allocated list: kept for the next phase when small enough and none is kept
+ * (a nested phase may have kept its own), so that a loop firing hundreds of timers a pass
+ * allocates and copies nothing for them. The loop's thread only. */
+static void give_back(rl_loop_t *loop, due_timer *due, size_t cap) {
+    if (cap <= SPARE_DUE_MAX && !loop->fire_spare) {
+        loop->fire_spare = due;
+        loop->fire_spare_cap = cap;
+    } else {
+        free(due);
+    }
+}
+
+void rl_timers_free_spare(rl_loop_t *loop) {
+    free(loop->fire_spare);
+    loop->fire_spare = NULL;
+}
+
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     enum { INLINE = 32 };
     due_timer inline_due[INLINE];
     due_list list = {inline_due, inline_due, 0, INLINE, true};
+    if (loop->fire_spare) { /* the last phase's list, taken (a nested phase finds none) */
+        list.due = loop->fire_spare;
+        list.cap = loop->fire_spare_cap;
+        loop->fire_spare = NULL;
+    }
     double now = rl_time_now();
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
     due_timer *due = list.due;
     size_t n = list.n;
     bool complete = list.complete;
     if (n) {
-        if (n < 256 || !radix_sort_due(due, n)) sort_due(due, n);
+        if (n < 256 || !radix_sort_due(due, n, due != inline_due ? due + list.cap : NULL)) sort_due(due, n);
         /* The timers are scattered over the heap, and each retain is a locked instruction that
          * waits for its line: start loading a few ahead (a prefetch is not held up by it), so
          * that the misses of a large batch overlap. */
@@ -753,8 +806,11 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
         }
     }
-    pthread_mutex_unlock(&loop->lock);
-    if (!n) return complete;
+    rl_loop_unlock(loop);
+    if (!n) {
+        if (due != inline_due) give_back(loop, due, list.cap);
+        return complete;
+    }
     rl_phase phase = rl_callouts_begin(loop);
     /* Lateness counts to the phase's start, one reading for all, unless a callout ran the loop
      * (a nested run counts passes): the timers after it count to its end, which may be long in
@@ -776,6 +832,6 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         }
     }
     rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, &phase);
-    if (due != inline_due) free(due);
+    if (due != inline_due) give_back(loop, due, list.cap);
     return complete;
 }

@@ -22,17 +22,34 @@ static void sift_up(rl_heap *h, size_t i) {
     place(h, i, s);
 }
 
-static void sift_down(rl_heap *h, size_t i) {
-    rl_heap_slot s = h->slots[i];
+/* Dates first: the earliest child by date alone, and the full key (rl_heap_slot_less: order,
+ * seq, holes) only when another child, or the node itself, has the same date. A park (a fired
+ * timeout going to INFINITY) walks the heap from the top to the bottom this way. */
+void rl_heap_sift_down(rl_heap *h, size_t i) {
+    rl_heap_slot *slots = h->slots, s = slots[i];
+    size_t count = h->count;
     for (;;) {
         size_t first = i * RL_HEAP_ARITY + 1;
-        if (first >= h->count) break;
-        size_t last = first + RL_HEAP_ARITY < h->count ? first + RL_HEAP_ARITY : h->count;
+        if (first >= count) break;
+        size_t last = first + RL_HEAP_ARITY < count ? first + RL_HEAP_ARITY : count;
         size_t best = first;
-        for (size_t c = first + 1; c < last; c++)
-            if (rl_heap_slot_less(&h->slots[c], &h->slots[best])) best = c;
-        if (!rl_heap_slot_less(&h->slots[best], &s)) break;
-        place(h, i, h->slots[best]);
+        double when = slots[first].when;
+        bool tie = false;
+        for (size_t c = first + 1; c < last; c++) {
+            double w = slots[c].when;
+            if (w < when) {
+                when = w;
+                best = c;
+                tie = false;
+            } else if (w == when) {
+                tie = true;
+            }
+        }
+        if (__builtin_expect(tie, 0))
+            for (size_t c = first; c < last; c++)
+                if (c != best && rl_heap_slot_less(&slots[c], &slots[best])) best = c;
+        if (when > s.when || (when == s.when && !rl_heap_slot_less(&slots[best], &s))) break;
+        place(h, i, slots[best]);
         i = best;
     }
     place(h, i, s);
@@ -42,7 +59,7 @@ static void restore(rl_heap *h, size_t i) {
     if (i > 0 && rl_heap_slot_less(&h->slots[i], &h->slots[(i - 1) / RL_HEAP_ARITY]))
         sift_up(h, i);
     else
-        sift_down(h, i);
+        rl_heap_sift_down(h, i);
 }
 
 /* After a burst, give memory back by halves; the gap between the grow and shrink points keeps a
@@ -64,7 +81,7 @@ static void compact(rl_heap *h) {
     h->count = n;
     h->holes = 0;
     if (n > 1)
-        for (size_t i = (n - 2) / RL_HEAP_ARITY + 1; i-- > 0;) sift_down(h, i);
+        for (size_t i = (n - 2) / RL_HEAP_ARITY + 1; i-- > 0;) rl_heap_sift_down(h, i);
     maybe_shrink(h);
 }
 
@@ -76,18 +93,22 @@ static void trim(rl_heap *h) {
     }
 }
 
+/* Double the capacity: 0 or -ENOMEM (then nothing changed). */
+static int grow(rl_heap *h) {
+    size_t cap = h->capacity ? h->capacity * 2 : 8;
+    if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
+    rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
+    if (!grown) return -ENOMEM;
+    h->slots = grown;
+    h->capacity = cap;
+    return 0;
+}
+
 int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     if (h->count == h->capacity) {
         if (h->holes) compact(h); /* room without growing, or at least a smaller copy */
     }
-    if (h->count == h->capacity) {
-        size_t cap = h->capacity ? h->capacity * 2 : 8;
-        if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
-        rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
-        if (!grown) return -ENOMEM;
-        h->slots = grown;
-        h->capacity = cap;
-    }
+    if (h->count == h->capacity && grow(h)) return -ENOMEM;
     size_t i = h->count++;
     place(h, i, (rl_heap_slot){when, node});
     sift_up(h, i);
@@ -103,8 +124,8 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     h->holes++;
     if (i == h->count - 1)
         trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
-    else
-        sift_up(h, i); /* the key went down: past parents of the same date, if any */
+    else if (i > 0 && h->slots[(i - 1) / RL_HEAP_ARITY].when == h->slots[i].when)
+        sift_up(h, i); /* the key went down: past parents of the same date (a later parent cannot be) */
     if (h->holes * 2 > h->count) compact(h);
     if (h->count <= h->capacity / 4) maybe_shrink(h);
 }
@@ -119,7 +140,7 @@ const rl_heap_slot *rl_heap_first(rl_heap *h) {
             while (h->count && !h->slots[0].node) {
                 h->holes--;
                 place(h, 0, h->slots[--h->count]);
-                if (h->count) sift_down(h, 0);
+                if (h->count) rl_heap_sift_down(h, 0);
             }
             trim(h);
         }
@@ -127,15 +148,39 @@ const rl_heap_slot *rl_heap_first(rl_heap *h) {
     return h->count ? &h->slots[0] : NULL;
 }
 
-void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
-    size_t i = node->index;
-    if (!(i < h->count && h->slots[i].node == node)) return;
-    double old = h->slots[i].when;
-    h->slots[i].when = when;
-    if (when > old) sift_down(h, i); /* the re-arm of a timeout: only its children can be earlier */
-    else if (when < old) sift_up(h, i);
+/* rl_heap_update's date moved earlier, or stayed with a new seq. */
+void rl_heap_settle(rl_heap *h, size_t i, double old) {
+    if (h->slots[i].when < old) sift_up(h, i);
     else restore(h, i); /* same date, new seq: a tie may now order after a child */
-    trim(h);
+    trim(h); /* moving up, it may have traded places with a hole at the end */
+}
+
+/* The node at i, keyed at INFINITY now (old before), has children: rather than sift it through
+ * every level to the bottom (where INFINITY belongs), leave a hole at i with the old date (in
+ * order where the node was) and append the node at the end (nothing is later than INFINITY, and
+ * INFINITY ties with INFINITY): O(1), plus the holes' share of a compaction. A heap with no room
+ * for one more slot drops its holes instead (a re-heap, O(n), when they are an eighth of it), or
+ * grows (holes never outnumber nodes, so the array stays within twice the nodes, as for
+ * removals), or sifts when it cannot grow: a park never fails. */
+void rl_heap_park(rl_heap *h, size_t i, double old) {
+    if (h->count == h->capacity) {
+        /* No room: re-heap without the holes (the node too) when they are many enough to pay
+         * for it (as rl_heap_first does), else grow; sift when growing fails. */
+        if (h->holes * 8 >= h->count) {
+            compact(h);
+            return;
+        }
+        if (grow(h)) {
+            rl_heap_sift_down(h, i);
+            return;
+        }
+    }
+    rl_heap_slot s = h->slots[i];
+    h->slots[i] = (rl_heap_slot){old, NULL};
+    h->holes++;
+    place(h, h->count++, s);
+    if (i > 0 && h->slots[(i - 1) / RL_HEAP_ARITY].when == old) sift_up(h, i); /* as rl_heap_remove's hole */
+    if (h->holes * 2 > h->count) compact(h);
 }
 
 void rl_heap_free(rl_heap *h) {

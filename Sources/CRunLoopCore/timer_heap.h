@@ -13,7 +13,9 @@
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
  * near the top) this beats a binary heap.
  *
- * Removal is lazy. A removed node leaves a hole: its slot keeps the date and loses the node, so
+ * Removal is lazy. A removed node leaves a hole (and so does a node parked at INFINITY, which
+ * goes to the end of the array instead of sifting through every level: rl_heap_park): its slot
+ * keeps the date and loses the node, so
  * removing costs O(1) (a hole orders before the live slots of its date, so at most a few steps
  * up restore the order) instead of a sift through every level. Holes leave in two ways: a hole
  * that reaches the top is popped when someone asks for the earliest entry (rl_heap_first), and
@@ -94,10 +96,32 @@ __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_no
 /* The earliest live slot, or NULL when the heap holds no node. Pops the holes at the top first
  * (or compacts, when holes are many), so it mutates: call it where h may be written. */
 __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap *h);
+/* The out-of-line halves of rl_heap_update. */
+__attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t i);
+__attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
+__attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i, double old);
 /* Give node (in h) the key (when, its order, its seq) and restore the order: a later date sifts
  * down only, an earlier one up only (the caller may have raised the node's seq, never lowered
- * it); nothing when node is not in h. */
-__attribute__((visibility("hidden"))) void rl_heap_update(rl_heap *h, rl_heap_node *node, double when);
+ * it); nothing when node is not in h. Inline: the re-arm of a timeout to a later date, the
+ * common case, mostly moves a node that has no child (three in four nodes of a 4-ary heap are
+ * leaves, and a re-armed timeout, the latest, tends to be one), which costs a store and no call. */
+static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
+    size_t i = node->index;
+    if (__builtin_expect(i >= h->count, 0) || __builtin_expect(h->slots[i].node != node, 0)) return;
+    double old = h->slots[i].when;
+    h->slots[i].when = when;
+    if (__builtin_expect(when > old, 1)) {
+        /* Only its children can now be earlier; moving down leaves no hole at the end. A node
+         * parked at INFINITY (a fired timeout, a disarm) leaves a hole instead and goes to the
+         * end, where it is in order at once (rl_heap_park). */
+        if (i * RL_HEAP_ARITY + 1 < h->count) {
+            if (when == __builtin_inf()) rl_heap_park(h, i, old);
+            else rl_heap_sift_down(h, i);
+        }
+    } else {
+        rl_heap_settle(h, i, old);
+    }
+}
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 
 /* Call visit(ctx, slot) for every node keyed at or before date: a depth-first walk from the root

@@ -145,7 +145,7 @@ int rl_loop_verify(rl_loop_t *loop, char *report, size_t size) {
     if (!loop) return 0;
     verifier vv = {.report = report, .size = size, .loop = loop}, *v = &vv;
     if (report && size) report[0] = '\0';
-    pthread_mutex_lock(&loop->lock);
+    rl_loop_lock_mutex(loop);
     CHECK(loop->default_mode && loop->default_mode->common, "the default mode is missing or not common");
     for (size_t i = 0; i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
@@ -165,7 +165,7 @@ int rl_loop_verify(rl_loop_t *loop, char *report, size_t size) {
      * then none. */
     int held = (loop->wait.epfd >= 0) + (loop->wait.eventfd >= 0) + (loop->wait.timerfd >= 0);
     CHECK(held == 3 || (loop->dead && held == 0), "%s loop holds %d of its 3 kernel objects", loop->dead ? "dead" : "live", held);
-    pthread_mutex_unlock(&loop->lock);
+    rl_loop_unlock(loop);
     return vv.bad;
 }
 

@@ -86,20 +86,25 @@
  *   (1e15 s) behaves alike, and rl_timer_set_next_fire_date(t, INFINITY) parks any valid timer.
  *   Cost: arming, re-arming and disarming a timer already in a mode allocate nothing and touch no
  *   reference count: at most one clock reading (none to disarm, none for rl_timer_rearm inside a
- *   callout), the loop's lock, and an O(log n) heap update that only sifts one way (down for a
- *   later date, up for an earlier one), comparing dates first and following a timer's pointer
- *   only to break a tie of dates (never among dormant timers); on the loop's own thread the call
- *   finds its loop without a stripe lock or a reference. About 240 instructions on x86-64 for rl_timer_rearm in a callout, 1e4 timers
- *   armed (callgrind on benchmark 14: benchmarks/README.md), where libev's ev_timer_again takes
- *   about 80: the loop's lock is 55 of them; rl_timer_set_next_fire_in adds a clock reading
- *   (about 25 ns on a VM). benchmarks/run's "timer re-arm" row gives the time next to the
- *   peers' idioms. The fire of a timeout costs what a one-shot timer's does minus its
- *   invalidation, plus the park (an O(log n) sift to the bottom of the heap).
- *   Threads: from another thread it is the same call: it takes the loop's lock, and a timer moved
- *   earlier than the loop's current wait rearms the wait (or ends the loop's spin) without an
- *   explicit wakeup; one moved later, or disarmed, costs the sleeping loop no wakeup. The loop's
- *   lock is taken on its own thread too (its state is shared with the other threads that may add
- *   and remove items meanwhile).
+ *   callout), and an O(log n) heap update that only sifts one way (down for a later date, up for
+ *   an earlier one), comparing dates first and following a timer's pointer only to break a tie
+ *   of dates (never among dormant timers). A timer with no child in the heap (most re-armed
+ *   timeouts: the latest timers sit at its bottom) moves with no sift at all, and a disarm, or the
+ *   park of a fired timeout, is O(1): a hole where the timer was, the timer appended at the end.
+ *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
+ *   loop's lock has a fast half for its own thread (a flag it sets and one it reads, one locked
+ *   instruction) that it takes whenever no other thread holds the lock. About 118 instructions on
+ *   x86-64 for rl_timer_rearm in a callout, 1e4 timers armed (callgrind on benchmark 14:
+ *   benchmarks/README.md), where libev's ev_timer_again takes about 63;
+ *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM). benchmarks/run's
+ *   "timer re-arm" row gives the time next to the peers' idioms. The fire of a timeout costs what
+ *   a one-shot timer's does minus its invalidation, plus the O(1) park.
+ *   Threads: from another thread it is the same call, and safe at any time, also while the
+ *   loop's thread works on the same timer: it takes the loop's mutex, and waits for the loop's
+ *   thread to leave its fast half if it is in it (a few hundred instructions at most); the loop's
+ *   thread, finding the lock held, waits for the mutex in turn. A timer moved earlier than the
+ *   loop's current wait rearms the wait (or ends the loop's spin) without an explicit wakeup; one
+ *   moved later, or disarmed, costs the sleeping loop no wakeup.
  *
  * NULL ARGUMENTS
  *   Every context pointer may be NULL (no info, no retain, no release), and so may every
@@ -137,12 +142,14 @@
  *   Timers: a timer is one allocation of 104 bytes (plus 16 bytes in the heap of each mode it
  *   is in; a second and further mode costs one more small allocation each): 128 bytes in all
  *   with glibc's malloc, for a timer in one mode; none with rl_timer_create_in, which puts it
- *   in the caller's memory. Adding and rearming are O(log n) in the
- *   mode's timers and take only the loop's lock. Removing (and the removal of a fired one-shot
+ *   in the caller's memory. Adding and rearming are O(log n) in the mode's timers and take
+ *   only the loop's lock (on the loop's own thread, its fast half: see TIMEOUTS). Removing (and
+ *   the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
  *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
- *   radix sort in O(k) above) and allocates only when k > 32. Ownership
+ *   radix sort in O(k) above) and allocates only when k > 32 and more than the
+ *   loop's previous fire phase kept room for (up to 4096). Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
