@@ -52,21 +52,26 @@
 
 /* ---- Objects ---- */
 
-enum rl_type { RL_TYPE_LOOP = 0x4c4f4f50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBSERVER };
+/* A 16-bit magic per type: rl_release checks it before it trusts the pointer. */
+enum rl_type { RL_TYPE_LOOP = 0x4c50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBSERVER };
 
+/* 8 bytes, the head of every object: a 32-bit count (2^31 - 1 references is far more than any
+ * program holds, and every item is a few bytes smaller for it: a timer fits malloc's 80-byte
+ * class), the type's magic and a byte of per-type bits. */
 typedef struct rl_object {
-    atomic_long refs;
-    int type;
-    atomic_uchar bits;  /* per type, in what would be padding (timers: RL_TIMER_*) */
+    atomic_int refs;
+    uint16_t type;
+    atomic_uchar bits;  /* per type (timers: RL_TIMER_*) */
 } rl_object;
 
-static inline void rl_object_init(rl_object *object, int type) {
+static inline void rl_object_init(rl_object *object, uint16_t type) {
     atomic_init(&object->refs, 1);
     object->type = type;
+    atomic_init(&object->bits, 0);
 }
 /* The end of rl_release once the count is read (before is the count before it): the object is
  * destroyed, or the process aborted if no reference was left. */
-RL_HIDDEN void rl_object_last_release(rl_object *object, long before);
+RL_HIDDEN void rl_object_last_release(rl_object *object, int before);
 
 /* The core's own retain and release of an object it holds: no NULL or type check (it knows what
  * it holds), and only a release that may be the last leaves the inline path. */
@@ -74,7 +79,7 @@ static inline void rl_object_retain(rl_object *object) {
     atomic_fetch_add_explicit(&object->refs, 1, memory_order_relaxed);
 }
 static inline void rl_object_release(rl_object *object) {
-    long before = atomic_fetch_sub_explicit(&object->refs, 1, memory_order_acq_rel);
+    int before = atomic_fetch_sub_explicit(&object->refs, 1, memory_order_acq_rel);
     if (before > 1) return;
     rl_object_last_release(object, before);
 }
@@ -278,7 +283,7 @@ typedef struct rl_timer_entry {
     struct rl_timer_entry *next; /* the timer's further entries (owner loop's lock) */
 } rl_timer_entry;
 
-/* 104 bytes, which malloc serves from a 112-byte chunk: with the 16-byte heap slot, 128 bytes
+/* 96 bytes, which malloc serves from a 112-byte chunk: with the 16-byte heap slot, 128 bytes
  * per timer in one mode. */
 struct rl_timer {
     rl_object obj;

@@ -154,7 +154,7 @@ void rl_loop_exclude_fast(rl_loop_t *loop) {
 }
 
 static bool retain_unless_dying(rl_loop_t *loop) {
-    long refs = atomic_load_explicit(&loop->obj.refs, memory_order_relaxed);
+    int refs = atomic_load_explicit(&loop->obj.refs, memory_order_relaxed);
     do {
         if (refs <= 0) return false;
     } while (!atomic_compare_exchange_weak_explicit(&loop->obj.refs, &refs, refs + 1,

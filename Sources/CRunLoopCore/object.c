@@ -41,7 +41,7 @@ void rl_release(void *object) {
     }
     /* acq_rel rather than release + an acquire fence: the same guarantee, and ThreadSanitizer
      * does not model stand-alone fences. */
-    long before = atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel);
+    int before = atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel);
     if (before > 1) return;
     rl_object_last_release(o, before);
 }
@@ -53,7 +53,7 @@ bool rl_release_if_last(void *object) {
         fprintf(stderr, "crunloop: rl_release_if_last of %p, which is not an rl_* object\n", object);
         abort();
     }
-    long one = 1;
+    int one = 1;
     if (!atomic_compare_exchange_strong_explicit(&o->refs, &one, 0, memory_order_acq_rel, memory_order_relaxed)) {
         if (one < 1) rl_object_last_release(o, one); /* no reference left: aborts, as rl_release */
         return false;
@@ -62,7 +62,7 @@ bool rl_release_if_last(void *object) {
     return true;
 }
 
-void rl_object_last_release(rl_object *o, long before) {
+void rl_object_last_release(rl_object *o, int before) {
     if (before < 1) {
         fprintf(stderr, "crunloop: rl_release of %p, whose references are all gone\n", (void *)o);
         abort();

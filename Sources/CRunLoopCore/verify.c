@@ -97,7 +97,7 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
           atomic_load(&m->observer_mask), mask);
 }
 
-static void verify_common(verifier *v, rl_loop_t *loop, const rl_ptrset *set, int type) {
+static void verify_common(verifier *v, rl_loop_t *loop, const rl_ptrset *set, uint16_t type) {
     for (size_t i = 0; i < set->capacity; i++) {
         rl_object *item = set->slots[i];
         if (!item) continue;
