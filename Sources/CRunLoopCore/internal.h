@@ -283,34 +283,33 @@ typedef struct rl_timer_entry {
     struct rl_timer_entry *next; /* the timer's further entries (owner loop's lock) */
 } rl_timer_entry;
 
-/* 96 bytes, which malloc serves from a 112-byte chunk: with the 16-byte heap slot, 128 bytes
+/* 88 bytes, which malloc serves from a 96-byte chunk: with the 16-byte heap slot, 112 bytes
  * per timer in one mode. */
 struct rl_timer {
     rl_object obj;
     double interval;           /* immutable */
     _Atomic double fire_date;
     _Atomic double tolerance;
-    rl_timer_callback_t callback;
+    const struct rl_timer_record *record; /* immutable: callback and context functions */
     void *info;                /* the context's: retained for the timer's life, or (HELD) while
                                 * a loop owns the timer */
-    union {                    /* immutable; hold for HELD or IN_STORAGE timers, release otherwise */
-        void (*release)(const void *info);
-        const struct rl_timer_hold *hold;
-    };
     _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
     rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
 
-/* The retain and release of a held timer's context (rl_timer_create_held), and the done of a timer
- * in the caller's memory (rl_timer_create_in). A timer has room for one function pointer of its
- * context, so these timers point at a record shared by every timer made with the same functions:
- * one per distinct triple in the process, never freed (timer.c). */
-typedef struct rl_timer_hold {
+/* What a timer was made with besides its info: its callback, its context's retain and release,
+ * and the done of a timer in the caller's memory (rl_timer_create_in). A program makes its timers
+ * with few such tuples, so a timer points at a record shared by every timer made with the same
+ * one instead of holding four pointers: one record per distinct tuple in the process, never freed
+ * (timer.c). retain is called through the record only for a HELD timer (as a loop claims it);
+ * release for a HELD timer as a loop lets it go, for any other as it is destroyed. */
+typedef struct rl_timer_record {
+    rl_timer_callback_t callback;
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
-    const struct rl_timer_hold *next;
-} rl_timer_hold;
+    const struct rl_timer_record *next;
+} rl_timer_record;
 
 /* obj.bits of a timer. VALID and FIRING as named. HELD (immutable): the context is held only
  * while a loop owns the timer. RELEASE_DUE: a held timer was disowned and its context's release
@@ -323,7 +322,7 @@ typedef struct rl_timer_hold {
  * under the owner's lock; read by fire(), unlocked). TIMEOUT (immutable): a one-shot timer that
  * its callout leaves valid and dormant, at INFINITY, unless the callout armed it again
  * (rl_timer_create_timeout). IN_STORAGE (immutable): the timer lives in the caller's memory
- * (rl_timer_create_in); its hold record says what to call as its last reference goes. */
+ * (rl_timer_create_in); its record says what to call as its last reference goes. */
 enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16,
        RL_TIMER_TIMEOUT = 32, RL_TIMER_IN_STORAGE = 64 };
 

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #if UINTPTR_MAX == UINT64_MAX
-/* malloc serves 104 bytes from a 112-byte chunk; 105 would take 128 (crunloop.h: COSTS). */
-_Static_assert(sizeof(struct rl_timer) <= 104, "a timer outgrew its malloc size class");
+/* malloc serves 88 bytes from a 96-byte chunk; 89 would take 112 (crunloop.h: COSTS). */
+_Static_assert(sizeof(struct rl_timer) <= 88, "a timer outgrew its malloc size class");
 #endif
 
 static inline bool bad_time(double t) { return !(t >= 0); } /* NaN or negative */
@@ -64,81 +64,95 @@ rl_timer_t *rl_timer_of_node(rl_heap_node *node) { return timer_of((rl_timer_ent
 _Static_assert(sizeof(struct rl_timer) <= RL_TIMER_STORAGE_SIZE, "crunloop.h's RL_TIMER_STORAGE_SIZE is too small");
 _Static_assert(_Alignof(struct rl_timer) <= 8, "crunloop.h promises a timer needs 8-byte alignment at most");
 
-/* Make t a valid timer in no loop, its context not set; the arguments are checked. */
+/* Make t a valid timer in no loop, its info not set; the arguments are checked. */
 static inline void init_timer(rl_timer_t *t, double fire_date, double interval, long order,
-                              rl_timer_callback_t callback, unsigned char bits) {
+                              const rl_timer_record *record, unsigned char bits) {
     rl_object_init(&t->obj, RL_TYPE_TIMER);
     atomic_init(&t->obj.bits, bits);
     t->interval = isinf(interval) ? 0 : interval;
     atomic_init(&t->fire_date, not_before_now(fire_date));
     atomic_init(&t->tolerance, 0.0);
     atomic_init(&t->loop, NULL);
-    t->callback = callback;
+    t->record = record;
     t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
 }
 
-/* A valid timer in no loop, its context not set; NULL with errno set. */
-static rl_timer_t *new_timer(double fire_date, double interval, long order, rl_timer_callback_t callback,
+/* Every tuple of callback, retain, release and done that timers were made with, each once: a
+ * list that only grows (a program names few callbacks; Swift's timers all share one), pushed
+ * lock-free, so that making a timer takes no lock and fork need not know of the list. Each
+ * thread remembers the record it last found, so that making timers with one callback (a server's
+ * idle timeouts) does not walk the list. */
+static _Atomic(const rl_timer_record *) records;
+static _Thread_local const rl_timer_record *last_record;
+
+static inline bool record_is(const rl_timer_record *r, rl_timer_callback_t callback, const void *(*retain)(const void *),
+                             void (*release)(const void *), void (*done)(void *)) {
+    return r->callback == callback && r->retain == retain && r->release == release && r->done == done;
+}
+
+static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_callback_t callback,
+    const void *(*retain)(const void *), void (*release)(const void *), void (*done)(void *)) {
+    const rl_timer_record *head = atomic_load_explicit(&records, memory_order_acquire);
+    for (const rl_timer_record *r = head; r; r = r->next)
+        if (record_is(r, callback, retain, release, done)) return last_record = r;
+    rl_timer_record *r = rl_malloc(sizeof *r);
+    if (!r) return NULL;
+    *r = (rl_timer_record){.callback = callback, .retain = retain, .release = release, .done = done, .next = head};
+    /* A tuple pushed meanwhile by another thread may now be listed twice: harmless. */
+    while (!atomic_compare_exchange_weak_explicit(&records, &head, r, memory_order_release, memory_order_acquire))
+        r->next = head;
+    return last_record = r;
+}
+
+/* The record of a tuple: the thread's last, else from the list (stored there if new). NULL when
+ * a new record cannot be stored (ENOMEM). */
+static inline const rl_timer_record *record_for(rl_timer_callback_t callback, const void *(*retain)(const void *),
+                                                void (*release)(const void *), void (*done)(void *)) {
+    const rl_timer_record *r = last_record;
+    if (__builtin_expect(r && record_is(r, callback, retain, release, done), 1)) return r;
+    return find_record(callback, retain, release, done);
+}
+
+/* A valid timer in no loop with record, its info not set; NULL with errno set. The caller has
+ * checked the arguments. */
+static rl_timer_t *new_timer(double fire_date, double interval, long order, const rl_timer_record *record,
                              unsigned char bits) {
-    if (!callback || bad_time(fire_date) || bad_time(interval)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    rl_timer_t *t = rl_malloc(sizeof *t);
+    rl_timer_t *t = record ? rl_malloc(sizeof *t) : NULL;
     if (!t) {
         errno = ENOMEM;
         return NULL;
     }
-    init_timer(t, fire_date, interval, order, callback, bits);
+    init_timer(t, fire_date, interval, order, record, bits);
     return t;
+}
+
+static inline bool bad_args(rl_timer_callback_t callback, double fire_date, double interval) {
+    if (callback && !bad_time(fire_date) && !bad_time(interval)) return false;
+    errno = EINVAL;
+    return true;
 }
 
 rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                             rl_timer_callback_t callback, const rl_context_t *context) {
-    rl_timer_t *t = new_timer(fire_date, interval, order, callback, RL_TIMER_VALID);
+    if (bad_args(callback, fire_date, interval)) return NULL;
+    const void *(*retain)(const void *) = context ? context->retain : NULL;
+    rl_timer_t *t = new_timer(fire_date, interval, order,
+                              record_for(callback, retain, context ? context->release : NULL, NULL), RL_TIMER_VALID);
     if (!t) return NULL;
     t->info = context ? context->info : NULL;
-    t->release = context ? context->release : NULL;
-    if (context && context->retain) t->info = (void *)context->retain(context->info);
+    if (retain) t->info = (void *)retain(context->info);
     return t;
-}
-
-/* Every pair of retain and release that held timers were made with, each once: a list that only
- * grows (a program names few such pairs; Swift's timers all share one), pushed lock-free, so that
- * making a held timer takes no lock and fork need not know of the list. */
-static _Atomic(const rl_timer_hold *) holds;
-
-static const rl_timer_hold *hold_for(const void *(*retain)(const void *), void (*release)(const void *),
-                                     void (*done)(void *)) {
-    const rl_timer_hold *head = atomic_load_explicit(&holds, memory_order_acquire);
-    for (const rl_timer_hold *h = head; h; h = h->next)
-        if (h->retain == retain && h->release == release && h->done == done) return h;
-    rl_timer_hold *h = rl_malloc(sizeof *h);
-    if (!h) return NULL;
-    *h = (rl_timer_hold){.retain = retain, .release = release, .done = done, .next = head};
-    /* A pair pushed meanwhile by another thread may now be listed twice: harmless. */
-    while (!atomic_compare_exchange_weak_explicit(&holds, &head, h, memory_order_release, memory_order_acquire))
-        h->next = head;
-    return h;
 }
 
 rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
                                  rl_timer_callback_t callback, const rl_context_t *context) {
     if (!context || (!context->retain && !context->release))
         return rl_timer_create(fire_date, interval, order, callback, context);
-    if (!callback || bad_time(fire_date) || bad_time(interval)) { /* EINVAL before ENOMEM */
-        errno = EINVAL;
-        return NULL;
-    }
-    const rl_timer_hold *hold = hold_for(context->retain, context->release, NULL);
-    if (!hold) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    rl_timer_t *t = new_timer(fire_date, interval, order, callback, RL_TIMER_VALID | RL_TIMER_HELD);
+    if (bad_args(callback, fire_date, interval)) return NULL; /* EINVAL before ENOMEM */
+    rl_timer_t *t = new_timer(fire_date, interval, order, record_for(callback, context->retain, context->release, NULL),
+                              RL_TIMER_VALID | RL_TIMER_HELD);
     if (!t) return NULL;
     t->info = context->info;
-    t->hold = hold;
     return t;
 }
 
@@ -157,9 +171,8 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
     return t;
 }
 
-/* A timer in the caller's memory keeps its context's functions and the caller's done in a hold
- * record (the same list as held timers'), whether or not its context is held: the timer has room
- * for one pointer of them. */
+/* A timer in the caller's memory keeps the caller's done in its record, with its callback and
+ * its context's functions. */
 rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
                                long order, rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
@@ -172,8 +185,8 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     }
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     void (*release)(const void *) = context ? context->release : NULL;
-    const rl_timer_hold *hold = hold_for(retain, release, storage->done);
-    if (!hold) {
+    const rl_timer_record *record = record_for(callback, retain, release, storage->done);
+    if (!record) {
         errno = ENOMEM;
         return NULL;
     }
@@ -181,9 +194,8 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
                          (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
     rl_timer_t *t = storage->memory;
-    init_timer(t, fire_date, interval, order, callback, bits);
+    init_timer(t, fire_date, interval, order, record, bits);
     t->info = context ? context->info : NULL;
-    t->hold = hold;
     if (!held && retain) t->info = (void *)retain(t->info);
     return t;
 }
@@ -198,12 +210,12 @@ void rl_timer_destroy(rl_timer_t *t) {
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
     if (bits & RL_TIMER_IN_STORAGE) {
         /* The caller's memory: done hands it back, and is the last thing that touches it. */
-        const rl_timer_hold *hold = t->hold;
-        if (!(bits & RL_TIMER_HELD) && hold->release) hold->release(t->info);
-        hold->done(t);
+        const rl_timer_record *record = t->record;
+        if (!(bits & RL_TIMER_HELD) && record->release) record->release(t->info);
+        record->done(t);
         return;
     }
-    if (!(bits & RL_TIMER_HELD) && t->release) t->release(t->info);
+    if (!(bits & RL_TIMER_HELD) && t->record->release) t->record->release(t->info);
     free(t);
 }
 
@@ -220,7 +232,7 @@ static void held_claimed(rl_timer_t *t) {
     if ((atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE) &&
         (atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_RELEASE_DUE) & RL_TIMER_RELEASE_DUE))
         return;
-    if (t->hold->retain) (void)t->hold->retain(t->info);
+    if (t->record->retain) (void)t->record->retain(t->info);
 }
 
 /* After unlocking from anything that may have disowned t: run the context's release if it is due,
@@ -230,14 +242,14 @@ static void settle_held(rl_timer_t *t) {
     do {
         if ((bits & (RL_TIMER_RELEASE_DUE | RL_TIMER_FIRING)) != RL_TIMER_RELEASE_DUE) return;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits & ~RL_TIMER_RELEASE_DUE));
-    if (t->hold->release) t->hold->release(t->info);
+    if (t->record->release) t->record->release(t->info);
 }
 
 /* The end of t's callout: clear FIRING and the bits in clear, run a release that became due
  * during the callout. Returns the bits before. Nothing locked. */
 static unsigned char end_callout(rl_timer_t *t, unsigned char clear) {
     unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(clear | RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE));
-    if ((was & RL_TIMER_RELEASE_DUE) && t->hold->release) t->hold->release(t->info);
+    if ((was & RL_TIMER_RELEASE_DUE) && t->record->release) t->record->release(t->info);
     return was;
 }
 
@@ -703,7 +715,7 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
         return false;
     }
     rl_lag_late(loop, found - fired);
-    __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->callback, t, t->info);
+    __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->record->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (t->interval == 0 && !(bits & RL_TIMER_TIMEOUT)) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */

@@ -139,8 +139,8 @@
  *   performs a signalled source, in a mode with no timer and no fd watched, takes the lock once
  *   (to take the signalled sources) and makes no system call: about 400 instructions a source
  *   besides what its perform callout does.
- *   Timers: a timer is one allocation of 96 bytes (plus 16 bytes in the heap of each mode it
- *   is in; a second and further mode costs one more small allocation each): 128 bytes in all
+ *   Timers: a timer is one allocation of 88 bytes (plus 16 bytes in the heap of each mode it
+ *   is in; a second and further mode costs one more small allocation each): 112 bytes in all
  *   with glibc's malloc, for a timer in one mode; none with rl_timer_create_in, which puts it
  *   in the caller's memory. Adding and rearming are O(log n) in the mode's timers and take
  *   only the loop's lock (on the loop's own thread, its fast half: see TIMEOUTS). Removing (and
@@ -814,7 +814,7 @@ RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order
  *   is not run in the child (the child keeps one reference to info too many, never one too few).
  *   Errors: as rl_timer_create. A NULL context, or one with neither retain nor release, makes an
  *   ordinary timer (rl_timer_create).
- *   Cost: the same 96-byte allocation as rl_timer_create; the two functions are stored once per
+ *   Cost: the same 88-byte allocation as rl_timer_create; the two functions are stored once per
  *   distinct pair for the whole process (a list searched at creation, first hit for a program that
  *   uses one pair; ENOMEM if a new pair cannot be stored). A callout costs no retain or release. */
 RL_API rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
@@ -861,7 +861,7 @@ RL_API int rl_timer_rearm(rl_timer_t *timer, double seconds);
  * with rl_timer_set_next_fire_in or rl_timer_set_next_fire_date (kept when later than the date
  * being fired). fire_date may be INFINITY: the timeout is made dormant, to be armed later. In
  * every other way an rl_timer_create timer (errors, ownership of context, cost: the same
- * 96-byte allocation). An addition beyond CF (see TIMEOUTS). */
+ * 88-byte allocation). An addition beyond CF (see TIMEOUTS). */
 RL_API rl_timer_t *rl_timer_create_timeout(double fire_date, long order, rl_timer_callback_t callback,
                                            const rl_context_t *context);
 /* A timeout whose context is held only while a loop holds it, as rl_timer_create_held. */
@@ -870,7 +870,7 @@ RL_API rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl
 /* How many bytes a timer takes: the least memory rl_timer_create_in accepts (it checks the size it
  * is given against the library it runs with, so a program built with an older header is told
  * -EINVAL, never overrun). */
-#define RL_TIMER_STORAGE_SIZE 96
+#define RL_TIMER_STORAGE_SIZE 88
 /* Memory for rl_timer_create_in: size bytes at memory (at least RL_TIMER_STORAGE_SIZE, aligned to
  * 8 bytes), and the function that hands it back. */
 typedef struct rl_timer_storage {
