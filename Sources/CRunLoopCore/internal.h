@@ -274,28 +274,56 @@ RL_HIDDEN void rl_source_end_special(rl_source_t *source);
 
 /* ---- Timers (timer.c) ---- */
 
-/* A timer's place in one mode: its heap node and the mode. The first is inside the timer (one
- * mode costs no allocation); a timer in more modes chains further entries from it. */
+/* A timer's place in one mode: its heap node. node.user is the entry's mode and kind: (mode id +
+ * 1) << RL_ENTRY_MODE_SHIFT, or no mode while the entry is unused; RL_ENTRY_CHAINED marks an
+ * entry of the chain (timer.c), RL_ENTRY_MORE (the first entry only) a timer with a chain. The
+ * first entry is inside the timer (one mode costs no allocation); a timer in more modes chains
+ * further entries from its extras. */
 typedef struct rl_timer_entry {
-    rl_heap_node node;           /* first: the heap hands back nodes. node.user is the entry's mode
-                                  * and kind: (mode id + 1) << 1, or 0 while the entry is unused,
-                                  * with bit 0 set for a chained entry (timer.c) */
-    struct rl_timer_entry *next; /* the timer's further entries (owner loop's lock) */
+    rl_heap_node node;           /* first: the heap hands back nodes */
 } rl_timer_entry;
+enum { RL_ENTRY_CHAINED = 1, RL_ENTRY_MORE = 2, RL_ENTRY_MODE_SHIFT = 2 };
 
-/* 88 bytes, which malloc serves from a 96-byte chunk: with the 16-byte heap slot, 112 bytes
- * per timer in one mode. */
+/* An entry of a timer in a second or further mode, allocated as it joins the mode. */
+typedef struct rl_timer_chained {
+    rl_timer_entry entry;
+    struct rl_timer_chained *next; /* owner loop's lock */
+    rl_timer_t *timer;
+} rl_timer_chained;
+
+/* What few timers need, allocated the first time one does: a repeating timer's interval (as it
+ * is made), a tolerance other than 0 (rl_timer_set_tolerance), the entries of a second and
+ * further modes (rl_mode_add_timer). Installed by compare-and-swap and kept until the timer is
+ * destroyed, so a reader that found it may use it unlocked. */
+typedef struct rl_timer_extras {
+    double interval;           /* immutable; 0 unless the timer repeats (RL_TIMER_REPEATS) */
+    _Atomic double tolerance;
+    rl_timer_chained *more;    /* the further entries (owner loop's lock) */
+} rl_timer_extras;
+
+/* 72 bytes, which malloc serves from an 80-byte chunk: with the 16-byte heap slot, 96 bytes per
+ * timer in one mode (a one-shot timer or timeout with no tolerance: no extras). */
 struct rl_timer {
     rl_object obj;
-    double interval;           /* immutable */
     _Atomic double fire_date;
-    _Atomic double tolerance;
     const struct rl_timer_record *record; /* immutable: callback and context functions */
     void *info;                /* the context's: retained for the timer's life, or (HELD) while
                                 * a loop owns the timer */
     _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
+    _Atomic(rl_timer_extras *) extras; /* NULL until needed */
     rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
+
+/* The entry after e among t's (the first, then the chain); NULL past the last. Owner loop's lock. */
+static inline rl_timer_entry *rl_timer_entry_after(rl_timer_t *t, rl_timer_entry *e) {
+    rl_timer_chained *c;
+    if (e == &t->first)
+        c = (e->node.user & RL_ENTRY_MORE) ? atomic_load_explicit(&t->extras, memory_order_acquire)->more : NULL;
+    else
+        c = ((rl_timer_chained *)e)->next;
+    return c ? &c->entry : NULL;
+}
+static inline uint32_t rl_entry_mode_id1(const rl_timer_entry *e) { return e->node.user >> RL_ENTRY_MODE_SHIFT; }
 
 /* What a timer was made with besides its info: its callback, its context's retain and release,
  * and the done of a timer in the caller's memory (rl_timer_create_in). A program makes its timers
@@ -322,9 +350,11 @@ typedef struct rl_timer_record {
  * under the owner's lock; read by fire(), unlocked). TIMEOUT (immutable): a one-shot timer that
  * its callout leaves valid and dormant, at INFINITY, unless the callout armed it again
  * (rl_timer_create_timeout). IN_STORAGE (immutable): the timer lives in the caller's memory
- * (rl_timer_create_in); its record says what to call as its last reference goes. */
+ * (rl_timer_create_in); its record says what to call as its last reference goes. REPEATS
+ * (immutable): the interval is not 0 (it is in the extras), so that firing a one-shot timer
+ * never loads them. */
 enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16,
-       RL_TIMER_TIMEOUT = 32, RL_TIMER_IN_STORAGE = 64 };
+       RL_TIMER_TIMEOUT = 32, RL_TIMER_IN_STORAGE = 64, RL_TIMER_REPEATS = 128 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #if UINTPTR_MAX == UINT64_MAX
-/* malloc serves 88 bytes from a 96-byte chunk; 89 would take 112 (crunloop.h: COSTS). */
-_Static_assert(sizeof(struct rl_timer) <= 88, "a timer outgrew its malloc size class");
+/* malloc serves 72 bytes from an 80-byte chunk; 73 would take 96 (crunloop.h: COSTS). */
+_Static_assert(sizeof(struct rl_timer) <= 72, "a timer outgrew its malloc size class");
 #endif
 
 static inline bool bad_time(double t) { return !(t >= 0); } /* NaN or negative */
@@ -35,43 +35,68 @@ static inline bool is_valid(const rl_timer_t *t) {
     return atomic_load(&t->obj.bits) & RL_TIMER_VALID;
 }
 
-/* A chained entry: one the timer is not inside of, so it says whose it is. */
-typedef struct {
-    rl_timer_entry entry;
-    rl_timer_t *timer;
-} chained_entry;
-
-/* node.user of an entry: bit 0 marks a chained entry, the bits above hold the mode's id + 1. */
-enum { CHAINED = 1 };
+/* node.user of an entry (internal.h): CHAINED marks an entry of the chain, MORE (on the first
+ * entry) a timer with a chain, the bits above hold the mode's id + 1. */
+enum { CHAINED = RL_ENTRY_CHAINED, MORE = RL_ENTRY_MORE, SHIFT = RL_ENTRY_MODE_SHIFT };
 static inline bool is_chained(const rl_timer_entry *e) { return e->node.user & CHAINED; }
-static inline bool is_used(const rl_timer_entry *e) { return e->node.user >> 1; }
-static inline bool is_in(const rl_timer_entry *e, const rl_mode *mode) { return (e->node.user >> 1) == mode->id + 1; }
+static inline bool is_used(const rl_timer_entry *e) { return e->node.user >> SHIFT; }
+static inline bool is_in(const rl_timer_entry *e, const rl_mode *mode) { return (e->node.user >> SHIFT) == mode->id + 1; }
 static inline void set_mode(rl_timer_entry *e, const rl_mode *mode) {
-    e->node.user = (e->node.user & CHAINED) | (mode ? (mode->id + 1) << 1 : 0);
+    e->node.user = (e->node.user & (CHAINED | MORE)) | (mode ? (mode->id + 1) << SHIFT : 0);
 }
 /* The mode of a used entry of a timer that loop owns. */
 static inline rl_mode *mode_of(const rl_loop_t *loop, const rl_timer_entry *e) {
-    return loop->modes.items[(e->node.user >> 1) - 1];
+    return loop->modes.items[(e->node.user >> SHIFT) - 1];
 }
+/* Whether t has chained entries. Owner loop's lock. */
+static inline bool has_more(const rl_timer_t *t) { return t->first.node.user & MORE; }
 
 static inline rl_timer_t *timer_of(rl_timer_entry *e) {
-    if (is_chained(e)) return ((chained_entry *)e)->timer;
+    if (is_chained(e)) return ((rl_timer_chained *)e)->timer;
     return (rl_timer_t *)((char *)e - offsetof(rl_timer_t, first));
 }
 
 rl_timer_t *rl_timer_of_node(rl_heap_node *node) { return timer_of((rl_timer_entry *)node); }
 
+static inline rl_timer_extras *extras_of(const rl_timer_t *t) {
+    return atomic_load_explicit(&((rl_timer_t *)t)->extras, memory_order_acquire);
+}
+
+static rl_timer_extras *new_extras(double interval) {
+    rl_timer_extras *x = rl_malloc(sizeof *x);
+    if (x) *x = (rl_timer_extras){.interval = interval};
+    return x;
+}
+
+/* t's extras, made now if it has none: NULL when there is no memory for them. Any thread: a
+ * thread that loses the race to install them frees its own. */
+static rl_timer_extras *need_extras(rl_timer_t *t) {
+    rl_timer_extras *x = extras_of(t);
+    if (x) return x;
+    rl_timer_extras *mine = new_extras(0);
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&t->extras, &x, mine, memory_order_acq_rel, memory_order_acquire))
+        return mine;
+    free(mine);
+    return x;
+}
+
+/* The interval of t, whose bits are bits. */
+static inline double interval_of(const rl_timer_t *t, unsigned char bits) {
+    return (bits & RL_TIMER_REPEATS) ? extras_of(t)->interval : 0;
+}
+
 _Static_assert(sizeof(struct rl_timer) <= RL_TIMER_STORAGE_SIZE, "crunloop.h's RL_TIMER_STORAGE_SIZE is too small");
 _Static_assert(_Alignof(struct rl_timer) <= 8, "crunloop.h promises a timer needs 8-byte alignment at most");
 
-/* Make t a valid timer in no loop, its info not set; the arguments are checked. */
-static inline void init_timer(rl_timer_t *t, double fire_date, double interval, long order,
+/* Make t a valid timer in no loop, its info not set; the arguments are checked. extras: a
+ * repeating timer's, with its interval; NULL for any other. */
+static inline void init_timer(rl_timer_t *t, double fire_date, rl_timer_extras *extras, long order,
                               const rl_timer_record *record, unsigned char bits) {
     rl_object_init(&t->obj, RL_TYPE_TIMER);
-    atomic_init(&t->obj.bits, bits);
-    t->interval = isinf(interval) ? 0 : interval;
+    atomic_init(&t->obj.bits, bits | (extras ? RL_TIMER_REPEATS : 0));
     atomic_init(&t->fire_date, not_before_now(fire_date));
-    atomic_init(&t->tolerance, 0.0);
+    atomic_init(&t->extras, extras);
     atomic_init(&t->loop, NULL);
     t->record = record;
     t->first = (rl_timer_entry){.node = {.order = order, .index = RL_HEAP_NOT_IN_HEAP}};
@@ -113,16 +138,21 @@ static inline const rl_timer_record *record_for(rl_timer_callback_t callback, co
     return find_record(callback, retain, release, done);
 }
 
-/* A valid timer in no loop with record, its info not set; NULL with errno set. The caller has
- * checked the arguments. */
+/* Whether interval makes a repeating timer (INFINITY, as 0, makes a one-shot timer). */
+static inline bool repeats(double interval) { return interval > 0 && !isinf(interval); }
+
+/* A valid timer in no loop with record, its info not set; NULL with errno set (nothing left of
+ * it). The caller has checked the arguments. A repeating timer gets its extras now. */
 static rl_timer_t *new_timer(double fire_date, double interval, long order, const rl_timer_record *record,
                              unsigned char bits) {
     rl_timer_t *t = record ? rl_malloc(sizeof *t) : NULL;
-    if (!t) {
+    rl_timer_extras *x = NULL;
+    if (!t || (repeats(interval) && !(x = new_extras(interval)))) {
+        free(t);
         errno = ENOMEM;
         return NULL;
     }
-    init_timer(t, fire_date, interval, order, record, bits);
+    init_timer(t, fire_date, x, order, record, bits);
     return t;
 }
 
@@ -186,7 +216,8 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     void (*release)(const void *) = context ? context->release : NULL;
     const rl_timer_record *record = record_for(callback, retain, release, storage->done);
-    if (!record) {
+    rl_timer_extras *x = NULL;
+    if (!record || (repeats(interval) && !(x = new_extras(interval)))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -194,7 +225,7 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
                          (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
     rl_timer_t *t = storage->memory;
-    init_timer(t, fire_date, interval, order, record, bits);
+    init_timer(t, fire_date, x, order, record, bits);
     t->info = context ? context->info : NULL;
     if (!held && retain) t->info = (void *)retain(t->info);
     return t;
@@ -208,6 +239,7 @@ void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
+    free(extras_of(t)); /* its chain is empty: no loop holds it */
     if (bits & RL_TIMER_IN_STORAGE) {
         /* The caller's memory: done hands it back, and is the last thing that touches it. */
         const rl_timer_record *record = t->record;
@@ -255,12 +287,14 @@ static unsigned char end_callout(rl_timer_t *t, unsigned char clear) {
 
 /* The timer's entry for mode, or NULL. Owner loop's lock. */
 static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
-    for (rl_timer_entry *e = &t->first; e; e = e->next)
-        if (is_in(e, mode)) return e;
+    if (is_in(&t->first, mode)) return &t->first;
+    if (!has_more(t)) return NULL;
+    for (rl_timer_chained *c = extras_of(t)->more; c; c = c->next)
+        if (is_in(&c->entry, mode)) return &c->entry;
     return NULL;
 }
 
-static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || t->first.next; }
+static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || has_more(t); }
 
 /* Another thread's change of loop's timers may have to rearm its wait (wake.c); the loop's own
  * thread rearms before it next waits, so it skips the call. */
@@ -272,12 +306,14 @@ static inline void timers_changed(rl_loop_t *loop, rl_mode *mode) {
 int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     if (entry_for(t, mode)) return -EEXIST;
     rl_timer_entry *e = &t->first;
-    chained_entry *c = NULL;
-    if (is_used(&t->first)) {
-        if (!(c = rl_malloc(sizeof *c))) return -ENOMEM;
-        c->timer = t;
+    rl_timer_chained *c = NULL;
+    rl_timer_extras *x = NULL;
+    if (is_used(&t->first)) { /* a further mode: an entry chained from the extras */
+        if (!(x = need_extras(t)) || !(c = rl_malloc(sizeof *c))) return -ENOMEM;
+        *c = (rl_timer_chained){
+            .entry = {.node = {.order = t->first.node.order, .index = RL_HEAP_NOT_IN_HEAP, .user = CHAINED}},
+            .timer = t};
         e = &c->entry;
-        *e = (rl_timer_entry){.node = {.order = t->first.node.order, .index = RL_HEAP_NOT_IN_HEAP, .user = CHAINED}};
     }
     e->node.seq = ++loop->timer_seq;
     if (rl_heap_insert(&mode->timers, &e->node, atomic_load_explicit(&t->fire_date, memory_order_relaxed))) {
@@ -288,9 +324,10 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
     rl_mode_items_changed(mode, 1, true);
     if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_IDLE)
         atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_IDLE);
-    if (c) { /* chained right after the inline entry */
-        e->next = t->first.next;
-        t->first.next = e;
+    if (c) { /* chained first */
+        c->next = x->more;
+        x->more = c;
+        t->first.node.user |= MORE;
     }
     timers_changed(loop, mode);
     return 0;
@@ -299,18 +336,23 @@ int rl_mode_add_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 /* Loop locked, t owned by loop. True when the timer was in mode: the caller releases it once,
  * unlocked. */
 bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
-    rl_timer_entry *prev = NULL, *e = &t->first;
-    while (e && !is_in(e, mode)) {
-        prev = e;
-        e = e->next;
+    rl_timer_entry *e = &t->first;
+    rl_timer_chained *c = NULL, **link = NULL;
+    rl_timer_extras *x = NULL;
+    if (!is_in(e, mode)) {
+        if (!has_more(t)) return false;
+        x = extras_of(t);
+        for (link = &x->more; (c = *link) && !is_in(&c->entry, mode); link = &c->next) {}
+        if (!c) return false;
+        e = &c->entry;
     }
-    if (!e) return false;
     rl_heap_remove(&mode->timers, &e->node);
     rl_mode_items_changed(mode, -1, true);
     set_mode(e, NULL);
-    if (prev) { /* a chained entry: unlink and free it */
-        prev->next = e->next;
-        free(e);
+    if (c) { /* a chained entry: unlink and free it */
+        *link = c->next;
+        free(c);
+        if (!x->more) t->first.node.user &= ~(uint32_t)MORE;
     }
     timers_changed(loop, mode);
     return true;
@@ -365,8 +407,8 @@ static bool timer_is_in(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
 static rl_mode *timer_any_mode(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
     if (atomic_load(&t->loop) != loop) return NULL;
-    const rl_timer_entry *e = is_used(&t->first) ? &t->first : t->first.next;
-    return e ? mode_of(loop, e) : NULL;
+    if (is_used(&t->first)) return mode_of(loop, &t->first);
+    return has_more(t) ? mode_of(loop, &extras_of(t)->more->entry) : NULL;
 }
 
 const rl_kind rl_timer_kind = {
@@ -465,7 +507,7 @@ double rl_timer_get_next_fire_date(rl_timer_t *t) {
 
 /* Reposition every entry of a timer in more than one mode at date. Owner loop locked. */
 static __attribute__((noinline)) void set_fire_date_of_entries(rl_loop_t *loop, rl_timer_t *t, double date) {
-    for (rl_timer_entry *e = &t->first; e; e = e->next) {
+    for (rl_timer_entry *e = &t->first; e; e = rl_timer_entry_after(t, e)) {
         if (!is_used(e)) continue;
         rl_mode *mode = mode_of(loop, e);
         e->node.seq = ++loop->timer_seq;
@@ -478,7 +520,8 @@ static __attribute__((noinline)) void set_fire_date_of_entries(rl_loop_t *loop, 
 static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
-    if (__builtin_expect(t->first.next != NULL || !is_used(&t->first), 0)) {
+    uint32_t user = t->first.node.user; /* in one mode (most timers): a mode and no chain */
+    if (__builtin_expect((user & MORE) || !(user >> SHIFT), 0)) {
         set_fire_date_of_entries(loop, t, date);
         return;
     }
@@ -553,19 +596,31 @@ bool rl_timer_is_armed(rl_timer_t *t) {
     return t && is_valid(t) && !isinf(atomic_load_explicit(&t->fire_date, memory_order_relaxed));
 }
 
-double rl_timer_get_interval(rl_timer_t *t) { return t ? t->interval : 0; }
-bool rl_timer_does_repeat(rl_timer_t *t) { return t && t->interval > 0; }
+double rl_timer_get_interval(rl_timer_t *t) {
+    return t ? interval_of(t, atomic_load_explicit(&t->obj.bits, memory_order_relaxed)) : 0;
+}
+bool rl_timer_does_repeat(rl_timer_t *t) {
+    return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_REPEATS);
+}
 long rl_timer_get_order(rl_timer_t *t) { return t ? t->first.node.order : 0; }
 
-double rl_timer_get_tolerance(rl_timer_t *t) {
-    return t ? atomic_load_explicit(&t->tolerance, memory_order_relaxed) : 0;
+static inline double tolerance_of(const rl_timer_t *t) {
+    const rl_timer_extras *x = extras_of(t);
+    return x ? atomic_load_explicit(&x->tolerance, memory_order_relaxed) : 0;
 }
+
+double rl_timer_get_tolerance(rl_timer_t *t) { return t ? tolerance_of(t) : 0; }
 
 int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
     if (!t || bad_time(tolerance) || !is_valid(t)) return -EINVAL;
+    rl_timer_extras *x = extras_of(t);
+    if (!x) {
+        if (tolerance == 0) return 0; /* no extras: the tolerance is 0 already */
+        if (!(x = need_extras(t))) return -ENOMEM;
+    }
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    atomic_store_explicit(&t->tolerance, tolerance, memory_order_relaxed);
-    for (rl_timer_entry *e = &t->first; loop && e; e = e->next)
+    atomic_store_explicit(&x->tolerance, tolerance, memory_order_relaxed);
+    for (rl_timer_entry *e = &t->first; loop && e; e = rl_timer_entry_after(t, e))
         if (is_used(e)) rl_wake_timers_changed(loop, mode_of(loop, e));
     rl_owner_unlock(&t->loop, loop);
     return 0;
@@ -577,7 +632,7 @@ int rl_timer_set_tolerance(rl_timer_t *t, double tolerance) {
 static bool latest_fire(const rl_heap_node *node, double when, double *until) {
     rl_timer_t *t = timer_of((rl_timer_entry *)node);
     if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_FIRING) return false;
-    *until = when + atomic_load_explicit(&t->tolerance, memory_order_relaxed);
+    *until = when + tolerance_of(t);
     return true;
 }
 
@@ -706,7 +761,8 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
      * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
-        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE)) != RL_TIMER_VALID) return false;
+        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
+            return false;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
     /* A held timer disowned since the check above may have had its context released already:
      * from now on FIRING defers any release to the callout's end, but this one is gone. */
@@ -717,7 +773,7 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
     rl_lag_late(loop, found - fired);
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->record->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
-    if (t->interval == 0 && !(bits & RL_TIMER_TIMEOUT)) {
+    if (!(bits & (RL_TIMER_REPEATS | RL_TIMER_TIMEOUT))) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
         if (end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
         return true;
@@ -734,7 +790,8 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
             owner = rl_owner_lock(t, &t->loop);
         }
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
-            set_fire_date_locked(owner, t, t->interval ? next_on_grid(fired, t->interval, rl_time_now()) : INFINITY);
+            set_fire_date_locked(owner, t, (bits & RL_TIMER_REPEATS) ? next_on_grid(fired, interval_of(t, bits), rl_time_now())
+                                                                    : INFINITY);
         if (owner == loop) rl_loop_unlock_own(loop);
         else rl_owner_unlock(&t->loop, owner);
     }

@@ -50,18 +50,25 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
     for (size_t i = 0; (node = rl_heap_next(&m->timers, &i, &when));) {
         rl_timer_entry *e = (rl_timer_entry *)node;
         rl_timer_t *t = rl_timer_of_node(&e->node);
-        CHECK(e->node.user >> 1 == m->id + 1, "mode %s: heap entry %zu belongs to another mode", m->name,
+        CHECK(rl_entry_mode_id1(e) == m->id + 1, "mode %s: heap entry %zu belongs to another mode", m->name,
               (size_t)e->node.index);
         CHECK(loop->modes.items[m->id] == m, "mode %s: its id is not its place", m->name);
         CHECK(atomic_load(&t->loop) == loop, "mode %s: timer %p is in the heap but owned by %p", m->name,
               (void *)t, (void *)atomic_load(&t->loop));
         bool listed = false;
-        for (rl_timer_entry *f = &t->first; f; f = f->next) {
+        for (rl_timer_entry *f = &t->first; f; f = rl_timer_entry_after(t, f)) {
             listed |= f == e;
-            CHECK(f == e || f->node.user >> 1 != m->id + 1, "mode %s: timer %p has two entries in it", m->name, (void *)t);
-            CHECK(f == &t->first ? !(f->node.user & 1) : (f->node.user & 1) && f->node.user >> 1,
+            CHECK(f == e || rl_entry_mode_id1(f) != m->id + 1, "mode %s: timer %p has two entries in it", m->name, (void *)t);
+            CHECK(f == &t->first ? !(f->node.user & RL_ENTRY_CHAINED)
+                                 : (f->node.user & RL_ENTRY_CHAINED) && !(f->node.user & RL_ENTRY_MORE) && rl_entry_mode_id1(f) &&
+                                       ((rl_timer_chained *)f)->timer == t,
                   "mode %s: timer %p chains a bad entry", m->name, (void *)t);
         }
+        rl_timer_extras *x = atomic_load(&t->extras);
+        CHECK(!!(t->first.node.user & RL_ENTRY_MORE) == (x && x->more), "mode %s: timer %p: its first entry's MORE bit is wrong",
+              m->name, (void *)t);
+        CHECK(!!(atomic_load(&t->obj.bits) & RL_TIMER_REPEATS) == (x && x->interval > 0),
+              "mode %s: timer %p: REPEATS and its interval disagree", m->name, (void *)t);
         CHECK(listed, "mode %s: timer %p does not list its heap entry", m->name, (void *)t);
         CHECK(when == atomic_load(&t->fire_date), "mode %s: timer %p keyed at %.9f, fire date %.9f",
               m->name, (void *)t, when, atomic_load(&t->fire_date));

@@ -344,6 +344,66 @@ RLT_TEST(timer_repeating_in_two_modes_fires_in_each) {
     rl_release(t);
 }
 
+/* The entries of further modes hang in a chain: taking the timer out of the middle one of three
+ * (neither the entry inside the timer nor the chain's last) leaves the other two whole. */
+RLT_TEST(timer_in_three_modes_removed_from_the_middle_one) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = tt_label("r");
+    rl_timer_t *t = rl_timer_create(rl_time_now() - 0.001, 0.05, 0, tt_timer_cb, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m3"), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), -EEXIST);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "m2"), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "m2"), -ENOENT);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "m2"));
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "m3"));
+    RLT_CHECK(rl_timer_does_repeat(t));
+    RLT_CHECK(rl_timer_get_interval(t) == 0.05);
+    tt_sleep(0.01);
+    RLT_CHECK_EQ(rl_run_in_mode("m3", 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("r");
+    tt_sleep(0.06);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    TT_EXPECT("r r");
+    /* then out of the first (the timer's own entry) and back into the middle one */
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "m3"));
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t, rl_time_now() + 1000), 0);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, "m2") && rl_loop_contains_timer(loop, t, "m3"));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    rl_timer_invalidate(t);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, "m2") && !rl_loop_contains_timer(loop, t, "m3"));
+    rl_release(t);
+}
+
+/* A tolerance lives in storage a timer gets the first time it needs it; setting it back to 0
+ * is a tolerance of 0 again, and 0 on a timer that never had one is a no-op that succeeds. */
+RLT_TEST(timer_tolerance_set_then_cleared) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = tt_add_timer(DEF, rl_time_now() + 0.02, 0, 0, NULL, "t");
+    RLT_CHECK(t != NULL);
+    rl_retain(t);
+    RLT_CHECK(rl_timer_get_tolerance(t) == 0);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(t, 0), 0);
+    RLT_CHECK(rl_timer_get_tolerance(t) == 0);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(t, 0.25), 0);
+    RLT_CHECK(rl_timer_get_tolerance(t) == 0.25);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "m2"), 0); /* the chain shares the tolerance's storage */
+    RLT_CHECK_EQ(rl_timer_set_tolerance(t, 0), 0);
+    RLT_CHECK(rl_timer_get_tolerance(t) == 0);
+    RLT_CHECK_EQ(rl_timer_set_tolerance(t, -1), -EINVAL);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "m2"), 0);
+    RLT_CHECK(rl_timer_get_tolerance(t) == 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("t");
+    RLT_CHECK(!rl_timer_is_valid(t));
+    rl_release(t);
+}
+
 RLT_TEST(timer_one_shot_in_two_modes_fires_once) {
     rl_loop_t *loop = rl_loop_get_current();
     rl_timer_t *t = tt_add_timer(DEF, rl_time_now() - 0.001, 0, 0, NULL, "t");

@@ -13,6 +13,7 @@
  *   fdreuse.c  an fd closed under its source and its number reused by a new source
  *   fork.c     fork() from a thread with a loop, from a process whose other threads use the library
  *   sigproc.c  fault points of signal and child-exit sources (pidfd and SIGCHLD fallback)
+ *   extras.c   fault points of a timer's extras (a repeating timer, a tolerance, a second mode)
  *
  * A part reports to main.c through a pipe, one line per message:
  *   case ok NAME            a check case that passed
@@ -83,5 +84,6 @@ void part_eintr(void);
 void part_fdreuse(void);
 void part_fork(void);
 void part_sigproc(void);
+void part_extras(void);
 
 #endif

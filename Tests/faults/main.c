@@ -1,7 +1,7 @@
 /*
  * main.c - the fault-injection job's driver (make faults).
  *
- *   faults [-v] [PART...]     PART: sweep, sweep:SCENARIO, rlimit, eintr, fdreuse, fork
+ *   faults [-v] [PART...]     PART: sweep, sweep:SCENARIO, rlimit, eintr, fdreuse, fork, sigproc, extras
  *                             (default: all of them, in that order)
  *
  * Each part runs in a child process of its own, with a time limit, its stderr appended to
@@ -356,6 +356,7 @@ static void eintr_child(void *arg) { (void)arg; part_eintr(); }
 static void fdreuse_child(void *arg) { (void)arg; part_fdreuse(); }
 static void fork_child(void *arg) { (void)arg; part_fork(); }
 static void sigproc_child(void *arg) { (void)arg; part_sigproc(); }
+static void extras_child(void *arg) { (void)arg; part_extras(); }
 
 static char summary[1024];
 static size_t summary_used;
@@ -382,7 +383,7 @@ int main(int argc, char **argv) {
     mkdir(logdir, 0755);
     setvbuf(stdout, NULL, _IOLBF, 0);
     bool want_sweep = false, want_rlimit = false, want_eintr = false, want_fdreuse = false, want_fork = false;
-    bool want_sigproc = false;
+    bool want_sigproc = false, want_extras = false;
     const char *only_scenario = NULL;
     int parts = 0;
     for (int i = 1; i < argc; i++) {
@@ -394,12 +395,13 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "fdreuse") == 0) want_fdreuse = true, parts++;
         else if (strcmp(argv[i], "fork") == 0) want_fork = true, parts++;
         else if (strcmp(argv[i], "sigproc") == 0) want_sigproc = true, parts++;
+        else if (strcmp(argv[i], "extras") == 0) want_extras = true, parts++;
         else {
-            fprintf(stderr, "usage: %s [-v] [sweep | sweep:SCENARIO | rlimit | eintr | fdreuse | fork | sigproc]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [-v] [sweep | sweep:SCENARIO | rlimit | eintr | fdreuse | fork | sigproc | extras]...\n", argv[0]);
             return 2;
         }
     }
-    if (!parts) want_sweep = want_rlimit = want_eintr = want_fdreuse = want_fork = want_sigproc = true;
+    if (!parts) want_sweep = want_rlimit = want_eintr = want_fdreuse = want_fork = want_sigproc = want_extras = true;
     /* Old logs would only confuse. */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -f '%s'/*.log", logdir);
@@ -459,6 +461,14 @@ int main(int argc, char **argv) {
         tally("sigproc", &o);
         summarize("signal/process sources %ld+%ld points%s", stat_of(&o, "points_pidfd", 0),
                   stat_of(&o, "points_fallback", 0), failed == before ? "" : " FAIL");
+        free(o.text);
+    }
+    if (want_extras) {
+        int before = failed;
+        child_out o;
+        run_child("extras", extras_child, NULL, 15.0, 30.0, &o);
+        tally("extras", &o);
+        summarize("timer extras %s", failed == before ? "ok" : "FAIL");
         free(o.text);
     }
     if (summary_used >= 2) summary[summary_used - 2] = '\0';

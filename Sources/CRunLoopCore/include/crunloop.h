@@ -139,10 +139,13 @@
  *   performs a signalled source, in a mode with no timer and no fd watched, takes the lock once
  *   (to take the signalled sources) and makes no system call: about 400 instructions a source
  *   besides what its perform callout does.
- *   Timers: a timer is one allocation of 88 bytes (plus 16 bytes in the heap of each mode it
- *   is in; a second and further mode costs one more small allocation each): 112 bytes in all
- *   with glibc's malloc, for a timer in one mode; none with rl_timer_create_in, which puts it
- *   in the caller's memory. Adding and rearming are O(log n) in the mode's timers and take
+ *   Timers: a timer is one allocation of 72 bytes (plus 16 bytes in the heap of each mode it
+ *   is in): 96 bytes in all with glibc's malloc, for a one-shot timer or timeout in one mode
+ *   with no tolerance; none with rl_timer_create_in, which puts it in the caller's memory. What
+ *   few timers need is one more allocation of 24 bytes, made the first time one does: a
+ *   repeating timer's interval (as it is made), a tolerance other than 0, a second mode (whose
+ *   entry, and each further mode's, is one more small allocation). The callback and the
+ *   context's functions are stored once per distinct tuple for the whole process. Adding and rearming are O(log n) in the mode's timers and take
  *   only the loop's lock (on the loop's own thread, its fast half: see TIMEOUTS). Removing (and
  *   the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
@@ -788,7 +791,8 @@ RL_API rl_source_t *rl_source_create_process(int pid, long order, rl_process_cal
  * repeating every interval seconds when interval > 0, once when interval == 0. A repeating timer
  * that missed fire dates while the loop was busy fires once and then keeps to its grid (the date
  * it was last given, plus k * interval), skipping the missed points. NULL and EINVAL for a NaN or
- * negative date or interval, or a NULL callback. */
+ * negative date or interval, or a NULL callback; NULL and ENOMEM when out of memory (a repeating
+ * timer takes a second small allocation, and a callback new to the process one more, once). */
 RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
                                    rl_timer_callback_t callback, const rl_context_t *context);
 /* Like rl_timer_create, except that the timer holds its context only while a loop holds the
@@ -814,9 +818,9 @@ RL_API rl_timer_t *rl_timer_create(double fire_date, double interval, long order
  *   is not run in the child (the child keeps one reference to info too many, never one too few).
  *   Errors: as rl_timer_create. A NULL context, or one with neither retain nor release, makes an
  *   ordinary timer (rl_timer_create).
- *   Cost: the same 88-byte allocation as rl_timer_create; the two functions are stored once per
- *   distinct pair for the whole process (a list searched at creation, first hit for a program that
- *   uses one pair; ENOMEM if a new pair cannot be stored). A callout costs no retain or release. */
+ *   Cost: the same 72-byte allocation as rl_timer_create; the callback and the two functions are
+ *   stored once per distinct tuple for the whole process (a list searched at creation, first hit
+ *   for a thread that makes its timers with one tuple; ENOMEM if a new tuple cannot be stored). A callout costs no retain or release. */
 RL_API rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
                                         rl_timer_callback_t callback, const rl_context_t *context);
 /* Add timer to mode of loop (retains it). A timer may be in several modes of one loop, never in
@@ -861,7 +865,7 @@ RL_API int rl_timer_rearm(rl_timer_t *timer, double seconds);
  * with rl_timer_set_next_fire_in or rl_timer_set_next_fire_date (kept when later than the date
  * being fired). fire_date may be INFINITY: the timeout is made dormant, to be armed later. In
  * every other way an rl_timer_create timer (errors, ownership of context, cost: the same
- * 88-byte allocation). An addition beyond CF (see TIMEOUTS). */
+ * 72-byte allocation, and no other: a timeout never repeats). An addition beyond CF (see TIMEOUTS). */
 RL_API rl_timer_t *rl_timer_create_timeout(double fire_date, long order, rl_timer_callback_t callback,
                                            const rl_context_t *context);
 /* A timeout whose context is held only while a loop holds it, as rl_timer_create_held. */
@@ -870,7 +874,7 @@ RL_API rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl
 /* How many bytes a timer takes: the least memory rl_timer_create_in accepts (it checks the size it
  * is given against the library it runs with, so a program built with an older header is told
  * -EINVAL, never overrun). */
-#define RL_TIMER_STORAGE_SIZE 88
+#define RL_TIMER_STORAGE_SIZE 72
 /* Memory for rl_timer_create_in: size bytes at memory (at least RL_TIMER_STORAGE_SIZE, aligned to
  * 8 bytes), and the function that hands it back. */
 typedef struct rl_timer_storage {
@@ -899,11 +903,13 @@ enum {
  *   is called, so done may free it or let its owner go.
  *   Errors: NULL and EINVAL as rl_timer_create, and for a NULL storage, memory or done, a size
  *   below the timer's, memory not aligned to 8 bytes, an unknown flag, or RL_TIMER_IN_TIMEOUT
- *   with an interval; ENOMEM when the triple (retain, release, done) is new to the process and
- *   cannot be stored (see Cost). On an error the memory is not written.
- *   Cost: no allocation; the context's retain and release and done are stored once per distinct
- *   triple for the whole process, as rl_timer_create_held's pair (one record for a program that
- *   uses one triple). */
+ *   with an interval; ENOMEM when the tuple (callback, retain, release, done) is new to the
+ *   process and cannot be stored, or a repeating timer finds no memory for its interval (see
+ *   Cost). On an error the memory is not written.
+ *   Cost: no allocation for a one-shot timer or a timeout (a repeating one allocates 24 bytes for
+ *   its interval, as rl_timer_create's does); the callback and the context's retain, release and
+ *   done are stored once per distinct tuple for the whole process, as rl_timer_create_held's (one
+ *   record for a program that uses one tuple). */
 RL_API rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date,
                                       double interval, long order, rl_timer_callback_t callback,
                                       const rl_context_t *context);
@@ -920,6 +926,8 @@ RL_API double rl_timer_get_interval(rl_timer_t *timer);
 RL_API bool rl_timer_does_repeat(rl_timer_t *timer);
 /* How late the timer may fire to share a wakeup with other timers (default 0). */
 RL_API double rl_timer_get_tolerance(rl_timer_t *timer);
+/* Set it: 0, -EINVAL (NULL, invalidated, NaN or negative), or -ENOMEM when a timer that never had
+ * a tolerance (nor an interval, nor a second mode) finds no memory for one; 0 needs none. */
 RL_API int rl_timer_set_tolerance(rl_timer_t *timer, double tolerance);
 RL_API long rl_timer_get_order(rl_timer_t *timer);
 
