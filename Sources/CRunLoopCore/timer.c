@@ -108,7 +108,7 @@ static inline void init_timer(rl_timer_t *t, double fire_date, rl_timer_extras *
  * thread remembers the record it last found, so that making timers with one callback (a server's
  * idle timeouts) does not walk the list. */
 static _Atomic(const rl_timer_record *) records;
-static _Thread_local const rl_timer_record *last_record;
+static _Thread_local const rl_timer_record *last_record __attribute__((tls_model("initial-exec"))); /* as rl_tls_loop */
 
 static inline bool record_is(const rl_timer_record *r, rl_timer_callback_t callback, const void *(*retain)(const void *),
                              void (*release)(const void *), void (*done)(void *)) {
@@ -143,8 +143,8 @@ static inline bool repeats(double interval) { return interval > 0 && !isinf(inte
 
 /* A valid timer in no loop with record, its info not set; NULL with errno set (nothing left of
  * it). The caller has checked the arguments. A repeating timer gets its extras now. */
-static rl_timer_t *new_timer(double fire_date, double interval, long order, const rl_timer_record *record,
-                             unsigned char bits) {
+static inline __attribute__((always_inline)) rl_timer_t *new_timer(double fire_date, double interval, long order,
+                                                                   const rl_timer_record *record, unsigned char bits) {
     rl_timer_t *t = record ? rl_malloc(sizeof *t) : NULL;
     rl_timer_extras *x = NULL;
     if (!t || (repeats(interval) && !(x = new_extras(interval)))) {
@@ -286,12 +286,14 @@ static unsigned char end_callout(rl_timer_t *t, unsigned char clear) {
 }
 
 /* The timer's entry for mode, or NULL. Owner loop's lock. */
-static rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
-    if (is_in(&t->first, mode)) return &t->first;
-    if (!has_more(t)) return NULL;
+static __attribute__((noinline)) rl_timer_entry *chained_entry_for(rl_timer_t *t, const rl_mode *mode) {
     for (rl_timer_chained *c = extras_of(t)->more; c; c = c->next)
         if (is_in(&c->entry, mode)) return &c->entry;
     return NULL;
+}
+static inline rl_timer_entry *entry_for(rl_timer_t *t, const rl_mode *mode) {
+    if (is_in(&t->first, mode)) return &t->first;
+    return has_more(t) ? chained_entry_for(t, mode) : NULL;
 }
 
 static bool in_any_mode(const rl_timer_t *t) { return is_used(&t->first) || has_more(t); }
