@@ -197,3 +197,88 @@ RLT_TEST(release_if_last_drops_only_the_last_reference) {
     rl_release(s);
     RLT_CHECK(rl_release_if_last(s));
 }
+
+/* ---- Review (rev2): the paths the tests above leave out ---- */
+
+/* A repeating timer whose callout invalidates it and drops the owner's (last but the pass's)
+ * reference: done runs after the callout returns, on the loop's thread, once; the pass touches
+ * nothing of the freed struct after that (ASan). */
+static rl_timer_t *self_timer;
+static atomic_int *self_done_calls;
+static int self_done_seen_in_callout;
+
+static void invalidating_fired(rl_timer_t *t, void *info) {
+    conn *c = info;
+    c->fired++;
+    rl_timer_invalidate(t);
+    rl_release(self_timer); /* the owner's: the pass's is the last now */
+    self_timer = NULL;
+    self_done_seen_in_callout = atomic_load(self_done_calls);
+}
+
+RLT_TEST(timer_in_storage_that_invalidates_itself_in_its_callout_is_handed_back_after_it) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_storage s = {c->timer, sizeof c->timer, conn_done};
+    rl_context_t ctx = {c, tt_count_retain, tt_count_release};
+    self_done_calls = &done_calls;
+    self_done_seen_in_callout = -1;
+    self_timer = rl_timer_create_in(&s, 0, 0, 0.001, 0, invalidating_fired, &ctx);
+    RLT_CHECK(self_timer != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), self_timer, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(self_done_seen_in_callout, 0); /* not inside the callout: the pass held it */
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+/* A held timer in storage removed by another thread while its callout runs, the other
+ * references dropped meanwhile: the context's release is deferred to the callout's end, and
+ * done comes after it, once. */
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *t;
+    atomic_int stage; /* 1: the callout runs; 2: the other thread removed and released */
+} remover_t;
+
+static remover_t remover;
+
+static void waiting_fired(rl_timer_t *t, void *info) {
+    (void)t;
+    conn *c = info;
+    c->fired++;
+    atomic_store(&remover.stage, 1);
+    while (atomic_load(&remover.stage) != 2) tt_sleep(0.0005);
+    /* the context is still held: the release waits for this callout's end */
+    RLT_CHECK_EQ(atomic_load(&c->count.releases), 0);
+}
+
+static void *remove_while_firing(void *arg) {
+    (void)arg;
+    while (atomic_load(&remover.stage) != 1) tt_sleep(0.0005);
+    if (rl_loop_remove_timer(remover.loop, remover.t, DEF) != 0) return "remove failed";
+    rl_release(remover.t); /* the owner's */
+    atomic_store(&remover.stage, 2);
+    return NULL;
+}
+
+RLT_TEST(held_timer_in_storage_removed_during_its_callout_is_released_then_handed_back) {
+    atomic_int done_calls = 0, releases_at_done = -1;
+    conn *c = new_conn(&done_calls, &releases_at_done);
+    RLT_CHECK(c != NULL);
+    rl_timer_storage s = {c->timer, sizeof c->timer, conn_done};
+    rl_context_t ctx = {c, tt_count_retain, tt_count_release};
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD, 0, 10, 0, waiting_fired, &ctx);
+    RLT_CHECK(t != NULL);
+    remover = (remover_t){rl_loop_get_current(), t, 0};
+    RLT_CHECK_EQ(rl_loop_add_timer(remover.loop, t, DEF), 0);
+    pthread_t thread;
+    RLT_CHECK_EQ(pthread_create(&thread, NULL, remove_while_firing, NULL), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 2.0, false), RL_RUN_FINISHED);
+    void *result = "not joined";
+    RLT_CHECK_EQ(pthread_join(thread, &result), 0);
+    RLT_CHECK(result == NULL);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}

@@ -71,6 +71,9 @@ typedef struct item {
     bool in[MAXM], common, valid, pending, data;
     bool repeats, keep;
     bool held;               /* a timer made by rl_timer_create_held */
+    bool in_storage;         /* a timer in mem (rl_timer_create_in): done must run once, after the release */
+    atomic_int dones, releases_at_done;
+    _Alignas(8) unsigned char mem[RL_TIMER_STORAGE_SIZE];
     unsigned activities;
     int fd, peer;            /* fd sources: the watched end and the end the script writes */
     void (*hook)(struct item *);
@@ -312,6 +315,34 @@ static item_t *mk_held_timer(world_t *w, const char *name, double delay, double 
     long p0 = pts();
     it->obj = rl_timer_create_held(rl_time_now() + delay, interval, order, timer_cb, &ctx);
     created(w, it, p0, "rl_timer_create_held");
+    return it;
+}
+
+/* A timer in the item's own memory (rl_timer_create_in), held or not: done runs once, after the
+ * context's last release; a failed creation writes nothing to the memory. */
+static void storage_done(void *memory) {
+    item_t *it = (item_t *)((char *)memory - offsetof(item_t, mem));
+    atomic_store(&it->releases_at_done, atomic_load(&it->releases));
+    atomic_fetch_add(&it->dones, 1);
+}
+
+static item_t *mk_storage_timer(world_t *w, const char *name, unsigned flags, double delay, double interval,
+                                long order) {
+    item_t *it = new_item(w, K_TIMER, name);
+    it->repeats = interval > 0;
+    it->held = flags & RL_TIMER_IN_HELD;
+    it->in_storage = true;
+    memset(it->mem, 0xAB, sizeof it->mem);
+    rl_timer_storage st = {it->mem, sizeof it->mem, storage_done};
+    rl_context_t ctx = {it, ctx_retain, ctx_release};
+    long p0 = pts();
+    it->obj = rl_timer_create_in(&st, flags, rl_time_now() + delay, interval, order, timer_cb, &ctx);
+    created(w, it, p0, "rl_timer_create_in");
+    if (!it->obj) {
+        bool untouched = true;
+        for (size_t i = 0; i < sizeof it->mem; i++) untouched &= it->mem[i] == 0xAB;
+        W_CHECK(w, untouched, "failed rl_timer_create_in(%s) wrote to the memory", name);
+    }
     return it;
 }
 
@@ -781,6 +812,36 @@ static void sc_held(world_t *w) {
     finish(w);
 }
 
+/* sc_held with timers in the caller's memory (rl_timer_create_in), held and not, one kept past the
+ * thread's exit (timeouts stay valid after firing, which the model here does not follow). */
+static void sc_storage(world_t *w) {
+    item_t *t0 = mk_storage_timer(w, "m0", RL_TIMER_IN_HELD, 0, 0, 0);
+    item_t *t1 = mk_storage_timer(w, "m1", 0, 0, 0.001, 1);
+    item_t *t2 = mk_storage_timer(w, "m2", RL_TIMER_IN_HELD, 0, 0.001, 2);
+    item_t *t3 = mk_storage_timer(w, "m3", 0, 0.0005, 0, 3);
+    item_t *t4 = mk_storage_timer(w, "m4", RL_TIMER_IN_HELD, 0, 0.002, 4);
+    t4->keep = true;
+    add(w, t0, M_A);
+    add(w, t1, COMMON);
+    add(w, t2, M_A);
+    add(w, t2, M_B);
+    add(w, t3, M_B);
+    add(w, t4, COMMON);
+    add(w, t4, M_A);
+    checkpoint(w, "after adding timers in storage");
+    run(w, M_A, 0);
+    checkpoint(w, "after running");
+    rm(w, t2, M_B);
+    rm(w, t2, M_A);
+    add(w, t2, M_C1);
+    rm(w, t1, COMMON);
+    add(w, t1, M_B);
+    inval(w, t3);
+    checkpoint(w, "after removing and adding again");
+    run(w, M_B, 0.001);
+    finish(w);
+}
+
 static void sc_sources(world_t *w) {
     item_t *s[6];
     char name[16];
@@ -1147,6 +1208,7 @@ static const scenario scenarios[] = {
     {"loop", sc_loop, true},
     {"timers", sc_timers, false},
     {"held", sc_held, false},
+    {"storage", sc_storage, false},
     {"sources", sc_sources, false},
     {"signal40", sc_signal40, false},
     {"timers40", sc_timers40, false},
@@ -1256,6 +1318,17 @@ static void after_exit(world_t *w, int fds_before) {
         else
             W_CHECK(w, atomic_load(&it->releases) == 1, "kept %s %s not destroyed by its last release",
                     kind_name[it->kind], it->name);
+    }
+    for (int i = 0; i < w->nitems; i++) {
+        item_t *it = &w->items[i];
+        if (!it->in_storage) continue;
+        W_CHECK(w, atomic_load(&it->dones) == (it->obj ? 1 : 0),
+                "after the thread's exit, timer in storage %s: done ran %d times, expected %d", it->name,
+                atomic_load(&it->dones), it->obj ? 1 : 0);
+        if (it->obj)
+            W_CHECK(w, atomic_load(&it->releases_at_done) == atomic_load(&it->releases),
+                    "timer in storage %s: done ran after %d releases of its context, %d in all (a release after done)",
+                    it->name, atomic_load(&it->releases_at_done), atomic_load(&it->releases));
     }
     char report[1024];
     int v = verify_loop(w->loop, report, sizeof report);

@@ -872,8 +872,8 @@ RL_API rl_timer_t *rl_timer_create_timeout(double fire_date, long order, rl_time
 RL_API rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_callback_t callback,
                                                 const rl_context_t *context);
 /* How many bytes a timer takes: the least memory rl_timer_create_in accepts (it checks the size it
- * is given against the library it runs with, so a program built with an older header is told
- * -EINVAL, never overrun). */
+ * is given against the library it runs with, so a program built with an older header gets NULL
+ * with errno EINVAL, never an overrun). */
 #define RL_TIMER_STORAGE_SIZE 72
 /* Memory for rl_timer_create_in: size bytes at memory (at least RL_TIMER_STORAGE_SIZE, aligned to
  * 8 bytes), and the function that hands it back. */
@@ -897,10 +897,17 @@ enum {
  *   this call until done(memory) runs: done runs exactly once, when the last reference goes,
  *   after the context's release; until then the caller leaves the memory alone (no write, no
  *   free, no reuse). The storage struct itself is read by this call only.
- *   Threads: done runs on the thread that dropped the last reference (the caller's rl_release,
- *   or a loop's as it lets go of the timer: after a one-shot timer's callout, or as the loop
- *   ends), with no lock of the library held; the library touches the memory no more once done
- *   is called, so done may free it or let its owner go.
+ *   Threads: done runs on the thread that dropped the last reference: inside the caller's
+ *   rl_release or rl_release_if_last, inside rl_timer_invalidate or rl_loop_remove_timer (on
+ *   whatever thread calls them) when the loop's references were the last, on the loop's thread
+ *   after a callout of the timer (a one-shot timer's, or any whose callout invalidated it and
+ *   dropped the other references: the loop holds the timer for the whole callout), or as the
+ *   loop ends with its thread. No lock of the library is held; the library touches the memory
+ *   no more once done is called, so done may free it, reuse it for a new timer, or let its
+ *   owner go.
+ *   Fork: in the child, a timer that another thread's loop holds stays in that dead loop (see
+ *   FORK) and its memory stays the timer's until it is invalidated or removed; a done that
+ *   another thread of the parent was about to run is not run in the child.
  *   Errors: NULL and EINVAL as rl_timer_create, and for a NULL storage, memory or done, a size
  *   below the timer's, memory not aligned to 8 bytes, an unknown flag, or RL_TIMER_IN_TIMEOUT
  *   with an interval; ENOMEM when the tuple (callback, retain, release, done) is new to the
