@@ -502,6 +502,22 @@ enum ItemRegistry {
     }()
     private static let watchMode = "com.crunloop.RunLoop.items"
 
+    /// Tests only: the loop (its address) whose next watch fails as if `rl_observer_create` had
+    /// found no memory (the SwiftPM build of the core has no fault injection); 0: none. One
+    /// relaxed load per watch, which is made once per loop.
+    static let failingWatch = Atomic<UInt>(0)
+
+    /// Tests only: whether `item` is registered for the loop at `loop`.
+    static func isRegistered(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
+        loops.withLock { $0[UInt(bitPattern: loop)]?.items[ObjectIdentifier(item)] != nil }
+    }
+
+    /// Takes the injected watch fault of the loop at `key`, if it has one.
+    private static func takeWatchFault(_ key: UInt) -> Bool {
+        failingWatch.load(ordering: .relaxed) == key
+            && failingWatch.compareExchange(expected: key, desired: 0, ordering: .relaxed).exchanged
+    }
+
     /// Registers `item` for the loop at `loop`; false when that loop has already ended (then
     /// nothing is registered).
     static func insert(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
@@ -545,6 +561,7 @@ enum ItemRegistry {
         }
         if !fresh { return true }
         guard
+            !takeWatchFault(key),
             let observer = rl_observer_create(
                 UInt32(RL_ENTRY), true, 0, { _, _, _ in }, &context)
         else {
