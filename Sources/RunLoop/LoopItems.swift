@@ -125,6 +125,7 @@ extension Loop {
         // Inlinable, so that a caller's concrete item and mode types are specialized: no generic
         // dispatch on the path every timer and connection takes.
         let reference = item.itemReference
+        let removals = removalsBeforeAdd(reference)
         var done = 0
         do throws(LoopError) {
             try modes.forEachMode { (mode) throws(LoopError) in
@@ -139,7 +140,7 @@ extension Loop {
             }
             throw error
         }
-        withExtendedLifetime(item) { added(reference) }
+        withExtendedLifetime(item) { added(reference, removals: removals) }
     }
 
     /// Adds the item behind `reference` to `mode`.
@@ -154,11 +155,25 @@ extension Loop {
         _ = mode.withCName { removeItem(reference, $0) }
     }
 
-    /// After a successful add: a source or observer joins the loop's registry.
+    /// For a source or observer, its count of removes (see `ItemLife.settle`), read before an
+    /// add changes its modes.
     @usableFromInline
-    func added(_ reference: LoopItemReference) {
+    func removalsBeforeAdd(_ reference: LoopItemReference) -> Int {
         switch reference.kind {
-        case .source(let life), .observer(let life): life.takeUnretainedValue().register(on: self)
+        case .source(let life), .observer(let life): return life._withUnsafeGuaranteedRef { $0.removalCount }
+        case .timer: return 0
+        }
+    }
+
+    /// After a successful add: a source or observer joins the loop's registry, unless a remove
+    /// on another thread has taken it out of every mode meanwhile (`ItemLife.settle`).
+    @usableFromInline
+    func added(_ reference: LoopItemReference, removals: Int) {
+        switch reference.kind {
+        case .source(let life), .observer(let life):
+            life._withUnsafeGuaranteedRef { life in
+                life.settle(on: self) { life.removalCount == removals || isInAnyMode(reference) }
+            }
         case .timer: break
         }
     }
@@ -166,7 +181,8 @@ extension Loop {
     /// Removes `item` from `modes` (the item stays valid, belongs to this loop, and may be added
     /// again). Every mode named is tried; the first error is thrown: ``LoopError/notInMode`` when
     /// the item is not in a mode, ``LoopError/invalidArgument`` for an empty mode name. Any
-    /// thread.
+    /// thread; an add and a remove of one item on two threads at once leave it as the modes say
+    /// afterwards: in a mode, it ends with its loop; in none, nothing but your handle keeps it.
     public func remove(_ item: some LoopItem, from modes: some LoopModes) throws(LoopError) {
         let reference = item.itemReference
         var first: LoopError?
@@ -178,7 +194,11 @@ extension Loop {
             switch reference.kind {
             case .source(let life), .observer(let life):
                 // Out of every mode: the loop no longer needs to end it; nothing keeps it then.
-                if !isInAnyMode(reference) { life.takeUnretainedValue().unregister() }
+                // Settled against an add on another thread (ItemLife.settle).
+                life._withUnsafeGuaranteedRef { life in
+                    life.countRemoval()
+                    life.settle(on: self) { isInAnyMode(reference) }
+                }
             case .timer: break
             }
         }
@@ -306,6 +326,10 @@ class ItemLife: @unchecked Sendable {
     private static let callout = 4
 
     private let state = Atomic<Int>(0)
+    /// Held (true) while `settle` makes the registry agree with the item's modes.
+    private let settling = Atomic<Bool>(false)
+    /// How many removes have taken the item out of modes (counted before they settle).
+    private let removals = Atomic<Int>(0)
     /// The loop the item belongs to (its address), 0 before its first add. Claimed once.
     private let owner = Atomic<UInt>(0)
     /// The C object; set once, right after it is made.
@@ -340,6 +364,29 @@ class ItemLife: @unchecked Sendable {
     /// Gives back a claim that a failed first add made.
     final func unclaim(_ loop: OpaquePointer?) {
         _ = owner.compareExchange(expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
+    }
+
+    /// How many removes have taken the item out of modes so far.
+    final var removalCount: Int { removals.load(ordering: .sequentiallyConsistent) }
+
+    /// A remove has taken the item out of modes (before it settles).
+    final func countRemoval() { removals.wrappingAdd(1, ordering: .sequentiallyConsistent) }
+
+    /// Makes the item's registration agree with its modes, after an add or a remove: registered
+    /// (to be ended with `loop`) when `isInAnyMode()`, unregistered otherwise (nothing keeps it
+    /// then). One thread at a time per item, reading the modes inside: so when an add and a
+    /// remove race on two threads, the one that settles last reads the modes as both left them,
+    /// and the item is never left in a mode but out of the registry (the loop's end would not
+    /// end it), nor registered in no mode (the registry would keep it alive). An add may pass
+    /// `removalCount` unchanged since before its C add as proof that it is still in a mode: a
+    /// remove counted after that settles after it. Holds no lock of the registry or the loop
+    /// while waiting; takes them inside (lock order: this, then the loop's, then the registry's).
+    final func settle(on loop: Loop, _ isInAnyMode: () -> Bool) {
+        while !settling.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged {
+            sched_yield()
+        }
+        if isInAnyMode() { register(on: loop) } else { unregister() }
+        settling.store(false, ordering: .sequentiallyConsistent)
     }
 
     /// Marks the item as one to end when `loop` ends (after a successful add).
