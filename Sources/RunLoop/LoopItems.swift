@@ -117,7 +117,9 @@ extension Loop {
     /// ``LoopError/alreadyInMode`` when it is already in a mode named (in every common mode, for
     /// ``LoopMode/common``), ``LoopError/invalidArgument`` for an item that has ended or an empty
     /// mode name, ``LoopError/loopEnded`` when this loop's thread has exited,
-    /// ``LoopError/outOfMemory``; for a ``FileDescriptorSource``, also
+    /// ``LoopError/outOfMemory`` (also when the first source or observer of a loop cannot make
+    /// the watch that ends them with the loop: then the item is in no new mode); for a
+    /// ``FileDescriptorSource``, also
     /// ``LoopError/badFileDescriptor`` when its descriptor was closed and
     /// ``LoopError/system(errno:)`` for other `epoll_ctl` errors (`EPERM` for a regular file).
     @inlinable
@@ -126,6 +128,7 @@ extension Loop {
         // dispatch on the path every timer and connection takes.
         let reference = item.itemReference
         let removals = removalsBeforeAdd(reference)
+        try prepareRegistry(reference)
         var done = 0
         do throws(LoopError) {
             try modes.forEachMode { (mode) throws(LoopError) in
@@ -153,6 +156,18 @@ extension Loop {
     @usableFromInline
     func removeOne(_ reference: LoopItemReference, _ mode: LoopMode) {
         _ = mode.withCName { removeItem(reference, $0) }
+    }
+
+    /// For a source or observer: makes sure the registry watches this loop's end (the first
+    /// source or observer of a loop adds the watch), before the add changes anything. Throws
+    /// ``LoopError/outOfMemory`` when the watch cannot be made, ``LoopError/loopEnded`` when the
+    /// loop has ended; then nothing was changed.
+    @usableFromInline
+    func prepareRegistry(_ reference: LoopItemReference) throws(LoopError) {
+        switch reference.kind {
+        case .source, .observer: try ItemRegistry.prepare(raw)
+        case .timer: break
+        }
     }
 
     /// For a source or observer, its count of removes (see `ItemLife.settle`), read before an
@@ -535,6 +550,9 @@ func createItem(
 enum ItemRegistry {
     private struct Entry {
         var items: [ObjectIdentifier: ItemLife] = [:]
+        /// Whether the watch of the loop's end is in place (false while `prepare` makes it; no
+        /// item is registered before).
+        var watched = false
     }
 
     /// The entries, guarded by a lock that fork leaves usable: taken around fork (as the core
@@ -544,7 +562,12 @@ enum ItemRegistry {
         pthread_atfork(
             { ItemRegistry.loops.lockForFork() },
             { ItemRegistry.loops.unlockAfterFork() },
-            { ItemRegistry.loops.unlockAfterFork() })
+            {
+                // A watch being made by another thread is not made in the child: drop its entry
+                // (it holds no item), so that the child's adds do not wait for it forever.
+                ItemRegistry.loops.withLockHeldForFork { $0 = $0.filter { $0.value.watched } }
+                ItemRegistry.loops.unlockAfterFork()
+            })
         return loops
     }()
     private static let watchMode = "com.crunloop.RunLoop.items"
@@ -567,21 +590,39 @@ enum ItemRegistry {
 
     /// Registers `item` for the loop at `loop`; false when that loop has already ended (then
     /// nothing is registered).
+    /// The loop's watch was made by `prepare` before the item's add; a loop without one has
+    /// ended since.
     static func insert(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
         guard let loop, let raw = item.raw else { return false }
         let key = UInt(bitPattern: loop)
-        let known = loops.withLock { loops -> Bool in
-            guard loops[key] != nil else { return false }
+        return loops.withLock { loops -> Bool in
+            guard loops[key]?.watched == true else { return false }
             if loops[key]!.items.updateValue(item, forKey: ObjectIdentifier(item)) == nil {
                 rl_retain(object(raw))
             }
             return true
         }
-        if known { return true }
-        // A first item for this loop: watch for its end (outside the lock: the add takes the
-        // loop's lock, and a teardown calls out with no lock held, then takes ours).
-        guard watch(loop) else { return false }
-        return insert(item, on: loop)
+    }
+
+    /// Makes sure the loop at `loop` has its watch, before a source or observer is added to it:
+    /// all or nothing. Throws ``LoopError/outOfMemory`` when the watch cannot be made (the
+    /// observer or its mode), ``LoopError/loopEnded`` when the loop has ended; then nothing is
+    /// left behind. One thread makes a loop's watch; another adding to that loop meanwhile waits.
+    static func prepare(_ loop: OpaquePointer?) throws(LoopError) {
+        guard let loop else { throw .loopEnded }
+        let key = UInt(bitPattern: loop)
+        while true {
+            // 0: watched; 1: another thread is making the watch; 2: this one makes it.
+            let state = loops.withLock { loops -> Int in
+                if let entry = loops[key] { return entry.watched ? 0 : 1 }
+                loops[key] = Entry()
+                return 2
+            }
+            if state == 0 { return }
+            if state == 2 { break }
+            sched_yield()
+        }
+        try watch(loop, key)
     }
 
     /// Unregisters `item` from the loop at `loop` (its address; 0: none), giving back the
@@ -594,41 +635,42 @@ enum ItemRegistry {
         if let removed, let raw = removed.raw { rl_release(object(raw)) }
     }
 
-    /// Adds the watch observer to `loop` and makes its entry; false when the loop has ended.
-    private static func watch(_ loop: OpaquePointer) -> Bool {
+    /// Adds the watch observer to `loop`, whose entry `prepare` made (not watched, no items):
+    /// marks it watched, or removes it and throws.
+    private static func watch(_ loop: OpaquePointer, _ key: UInt) throws(LoopError) {
         var context = rl_context_t(
             info: UnsafeMutableRawPointer(loop), retain: nil,
             release: { info in ItemRegistry.loopEnded(UInt(bitPattern: info)) })
-        // Made with the entry in place, so that a teardown racing with this finds it.
-        let key = UInt(bitPattern: loop)
-        let fresh = loops.withLock { loops -> Bool in
-            if loops[key] != nil { return false }
-            loops[key] = Entry()
-            return true
-        }
-        if !fresh { return true }
         guard
             !takeWatchFault(key),
             let observer = rl_observer_create(
                 UInt32(RL_ENTRY), true, 0, { _, _, _ in }, &context)
         else {
-            // No memory for the watch: the items cannot be ended with the loop; register them
-            // anyway (they end with their handles, or when invalidated).
-            return true
+            _ = loops.withLock { $0.removeValue(forKey: key) }
+            throw .outOfMemory
         }
         let code = watchMode.withCString { rl_loop_add_observer(loop, observer, $0) }
-        rl_release(object(observer))  // the loop holds the only reference (or none: ended now)
         if code != 0 {
-            // The loop has ended (or no memory): nothing will call loopEnded; do it here.
-            loopEnded(key)
-            return rl_loop_is_dead(loop) ? false : true
+            // Removed before the release, whose loopEnded must find nothing of ours (and passes
+            // over another thread's entry in the making).
+            _ = loops.withLock { $0.removeValue(forKey: key) }
+            rl_release(object(observer))
+            throw rl_loop_is_dead(loop) ? .loopEnded : LoopError(code: code) ?? .outOfMemory
         }
-        return true
+        rl_release(object(observer))  // the loop holds the only reference
+        loops.withLock { loops in loops[key]?.watched = true }
+        // A teardown that released the watch before it was marked passed over the entry: the
+        // loop is dead by then (it is marked dead before it lets go of its observers).
+        if rl_loop_is_dead(loop) { loopEnded(key) }
     }
 
-    /// The loop at `loop` ended (or its watch could not be added): end every item registered.
+    /// The loop at `loop` ended: end every item registered. An entry whose watch is being made
+    /// is left to its maker (it holds no item yet; see `watch`).
     private static func loopEnded(_ loop: UInt) {
-        let entry = loops.withLock { loops in loops.removeValue(forKey: loop) }
+        let entry = loops.withLock { loops -> Entry? in
+            guard loops[loop]?.watched == true else { return nil }
+            return loops.removeValue(forKey: loop)
+        }
         guard let entry else { return }
         for item in entry.items.values {
             let raw = item.raw
