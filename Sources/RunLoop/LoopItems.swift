@@ -572,6 +572,10 @@ enum ItemRegistry {
     }()
     private static let watchMode = "com.crunloop.RunLoop.items"
 
+    /// Registers the registry's fork handlers now, if not yet (so that a handler registered
+    /// after this one runs after it in a child).
+    static func installForkHandlers() { _ = loops }
+
     /// Tests only: the loop (its address) whose next watch fails as if `rl_observer_create` had
     /// found no memory (the SwiftPM build of the core has no fault injection); 0: none. One
     /// relaxed load per watch, which is made once per loop.
