@@ -1,4 +1,5 @@
 internal import CRunLoopCore
+import Glibc
 
 private func processCallout(
     _ source: OpaquePointer?, _ pid: Int32, _ status: Int32, _ info: UnsafeMutableRawPointer?
@@ -30,6 +31,15 @@ private func processCallout(
 /// `rl_source_create_process`). Invalidating the source before the child exits reaps nothing.
 ///
 /// **Lifetime** and **threads** are as for ``SignalSource``.
+///
+/// **Fork.** In a child of `fork()`, every `ChildProcessSource` made before the fork (the parent's
+/// children are not the forked child's) is invalidated as `fork()` returns there, and its handler
+/// released (that runs what the handler captured's `deinit`s in the child, on the forking
+/// thread); it never calls its handler there, and neither reaps nor waits for the parent's
+/// child, which stays the parent's to report. The parent's sources are untouched. A source the
+/// child makes for a child of its own works as usual. (The C source alone would be invalidated
+/// silently only when a loop in the forked child sees the child exit, crunloop.h,
+/// `rl_source_create_process`; the handle would then stay invalid with its handler alive.)
 ///
 /// `@unchecked Sendable`: the stored properties are immutable, and every C function used on the
 /// pointer (`rl_source_*`, `rl_retain`, `rl_release`) is thread-safe (crunloop.h, THREADS).
@@ -105,6 +115,7 @@ public final class ChildProcessSource: LoopItem, @unchecked Sendable {
         self.processIdentifier = processIdentifier
         self.life = box
         box.handle = self
+        ChildProcessSources.track(box)
     }
 
     /// Removes the source from every mode of every loop and stops it for good, closing its
@@ -119,4 +130,43 @@ public final class ChildProcessSource: LoopItem, @unchecked Sendable {
 
     /// The source's order among the sources called in a pass (lower first).
     public var order: Int { rl_source_get_order(raw) }
+}
+
+/// The child-process sources of this process that have not ended, so that a child of fork ends
+/// the ones it inherits (see ``ChildProcessSource``, **Fork**). Unretained: a source leaves at its
+/// end (`onEnd`), before its box can go.
+enum ChildProcessSources {
+    private static let lives: Locked<[ObjectIdentifier: Unmanaged<ItemLife>]> = {
+        // The registry's handlers first (and the core's, registered at load): a child handler
+        // runs in registration order, and ending a source takes the registry's lock and the core's.
+        ItemRegistry.installForkHandlers()
+        let lives = Locked<[ObjectIdentifier: Unmanaged<ItemLife>]>([:])
+        pthread_atfork(
+            { ChildProcessSources.lives.lockForFork() },
+            { ChildProcessSources.lives.unlockAfterFork() },
+            { ChildProcessSources.endInherited() })
+        return lives
+    }()
+
+    /// Tracks `life` until its end.
+    static func track(_ life: ItemLife) {
+        let key = ObjectIdentifier(life)
+        life.onEnd = { ChildProcessSources.lives.withLock { _ = $0.removeValue(forKey: key) } }
+        lives.withLock { $0[key] = Unmanaged.passUnretained(life) }
+    }
+
+    /// In the child of fork: every source tracked is the parent's; end each (invalidate the C
+    /// source first, so that no loop of the child sees it again).
+    private static func endInherited() {
+        var inherited: [ItemLife] = []
+        lives.withLockHeldForFork { lives in
+            inherited = lives.values.map { $0.takeUnretainedValue() }
+            lives.removeAll()
+        }
+        lives.unlockAfterFork()
+        for life in inherited {
+            life.onEnd = nil
+            life.endForLoop()
+        }
+    }
 }

@@ -28,6 +28,10 @@ final class Locked<Value>: @unchecked Sendable {
     /// Takes the lock (a pthread_atfork prepare handler; pair with `unlockAfterFork`).
     func lockForFork() { pthread_mutex_lock(mutex) }
 
+    /// Runs `body` on the value in a pthread_atfork child handler, between `lockForFork` and
+    /// `unlockAfterFork` (the forking thread holds the lock).
+    func withLockHeldForFork(_ body: (inout Value) -> Void) { body(&value) }
+
     /// Gives the lock back in the parent and in the child of fork (the forking thread took it).
     func unlockAfterFork() { pthread_mutex_unlock(mutex) }
 

@@ -117,7 +117,9 @@ extension Loop {
     /// ``LoopError/alreadyInMode`` when it is already in a mode named (in every common mode, for
     /// ``LoopMode/common``), ``LoopError/invalidArgument`` for an item that has ended or an empty
     /// mode name, ``LoopError/loopEnded`` when this loop's thread has exited,
-    /// ``LoopError/outOfMemory``; for a ``FileDescriptorSource``, also
+    /// ``LoopError/outOfMemory`` (also when the first source or observer of a loop cannot make
+    /// the watch that ends them with the loop: then the item is in no new mode); for a
+    /// ``FileDescriptorSource``, also
     /// ``LoopError/badFileDescriptor`` when its descriptor was closed and
     /// ``LoopError/system(errno:)`` for other `epoll_ctl` errors (`EPERM` for a regular file).
     @inlinable
@@ -125,6 +127,8 @@ extension Loop {
         // Inlinable, so that a caller's concrete item and mode types are specialized: no generic
         // dispatch on the path every timer and connection takes.
         let reference = item.itemReference
+        let removals = removalsBeforeAdd(reference)
+        try prepareRegistry(reference)
         var done = 0
         do throws(LoopError) {
             try modes.forEachMode { (mode) throws(LoopError) in
@@ -139,7 +143,7 @@ extension Loop {
             }
             throw error
         }
-        withExtendedLifetime(item) { added(reference) }
+        withExtendedLifetime(item) { added(reference, removals: removals) }
     }
 
     /// Adds the item behind `reference` to `mode`.
@@ -154,11 +158,37 @@ extension Loop {
         _ = mode.withCName { removeItem(reference, $0) }
     }
 
-    /// After a successful add: a source or observer joins the loop's registry.
+    /// For a source or observer: makes sure the registry watches this loop's end (the first
+    /// source or observer of a loop adds the watch), before the add changes anything. Throws
+    /// ``LoopError/outOfMemory`` when the watch cannot be made, ``LoopError/loopEnded`` when the
+    /// loop has ended; then nothing was changed.
     @usableFromInline
-    func added(_ reference: LoopItemReference) {
+    func prepareRegistry(_ reference: LoopItemReference) throws(LoopError) {
         switch reference.kind {
-        case .source(let life), .observer(let life): life.takeUnretainedValue().register(on: self)
+        case .source, .observer: try ItemRegistry.prepare(raw)
+        case .timer: break
+        }
+    }
+
+    /// For a source or observer, its count of removes (see `ItemLife.settle`), read before an
+    /// add changes its modes.
+    @usableFromInline
+    func removalsBeforeAdd(_ reference: LoopItemReference) -> Int {
+        switch reference.kind {
+        case .source(let life), .observer(let life): return life._withUnsafeGuaranteedRef { $0.removalCount }
+        case .timer: return 0
+        }
+    }
+
+    /// After a successful add: a source or observer joins the loop's registry, unless a remove
+    /// on another thread has taken it out of every mode meanwhile (`ItemLife.settle`).
+    @usableFromInline
+    func added(_ reference: LoopItemReference, removals: Int) {
+        switch reference.kind {
+        case .source(let life), .observer(let life):
+            life._withUnsafeGuaranteedRef { life in
+                life.settle(on: self) { life.removalCount == removals || isInAnyMode(reference) }
+            }
         case .timer: break
         }
     }
@@ -166,7 +196,8 @@ extension Loop {
     /// Removes `item` from `modes` (the item stays valid, belongs to this loop, and may be added
     /// again). Every mode named is tried; the first error is thrown: ``LoopError/notInMode`` when
     /// the item is not in a mode, ``LoopError/invalidArgument`` for an empty mode name. Any
-    /// thread.
+    /// thread; an add and a remove of one item on two threads at once leave it as the modes say
+    /// afterwards: in a mode, it ends with its loop; in none, nothing but your handle keeps it.
     public func remove(_ item: some LoopItem, from modes: some LoopModes) throws(LoopError) {
         let reference = item.itemReference
         var first: LoopError?
@@ -178,7 +209,11 @@ extension Loop {
             switch reference.kind {
             case .source(let life), .observer(let life):
                 // Out of every mode: the loop no longer needs to end it; nothing keeps it then.
-                if !isInAnyMode(reference) { life.takeUnretainedValue().unregister() }
+                // Settled against an add on another thread (ItemLife.settle).
+                life._withUnsafeGuaranteedRef { life in
+                    life.countRemoval()
+                    life.settle(on: self) { isInAnyMode(reference) }
+                }
             case .timer: break
             }
         }
@@ -306,6 +341,10 @@ class ItemLife: @unchecked Sendable {
     private static let callout = 4
 
     private let state = Atomic<Int>(0)
+    /// Held (true) while `settle` makes the registry agree with the item's modes.
+    private let settling = Atomic<Bool>(false)
+    /// How many removes have taken the item out of modes (counted before they settle).
+    private let removals = Atomic<Int>(0)
     /// The loop the item belongs to (its address), 0 before its first add. Claimed once.
     private let owner = Atomic<UInt>(0)
     /// The C object; set once, right after it is made.
@@ -340,6 +379,29 @@ class ItemLife: @unchecked Sendable {
     /// Gives back a claim that a failed first add made.
     final func unclaim(_ loop: OpaquePointer?) {
         _ = owner.compareExchange(expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
+    }
+
+    /// How many removes have taken the item out of modes so far.
+    final var removalCount: Int { removals.load(ordering: .sequentiallyConsistent) }
+
+    /// A remove has taken the item out of modes (before it settles).
+    final func countRemoval() { removals.wrappingAdd(1, ordering: .sequentiallyConsistent) }
+
+    /// Makes the item's registration agree with its modes, after an add or a remove: registered
+    /// (to be ended with `loop`) when `isInAnyMode()`, unregistered otherwise (nothing keeps it
+    /// then). One thread at a time per item, reading the modes inside: so when an add and a
+    /// remove race on two threads, the one that settles last reads the modes as both left them,
+    /// and the item is never left in a mode but out of the registry (the loop's end would not
+    /// end it), nor registered in no mode (the registry would keep it alive). An add may pass
+    /// `removalCount` unchanged since before its C add as proof that it is still in a mode: a
+    /// remove counted after that settles after it. Holds no lock of the registry or the loop
+    /// while waiting; takes them inside (lock order: this, then the loop's, then the registry's).
+    final func settle(on loop: Loop, _ isInAnyMode: () -> Bool) {
+        while !settling.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged {
+            sched_yield()
+        }
+        if isInAnyMode() { register(on: loop) } else { unregister() }
+        settling.store(false, ordering: .sequentiallyConsistent)
     }
 
     /// Marks the item as one to end when `loop` ends (after a successful add).
@@ -488,6 +550,9 @@ func createItem(
 enum ItemRegistry {
     private struct Entry {
         var items: [ObjectIdentifier: ItemLife] = [:]
+        /// Whether the watch of the loop's end is in place (false while `prepare` makes it; no
+        /// item is registered before).
+        var watched = false
     }
 
     /// The entries, guarded by a lock that fork leaves usable: taken around fork (as the core
@@ -497,28 +562,71 @@ enum ItemRegistry {
         pthread_atfork(
             { ItemRegistry.loops.lockForFork() },
             { ItemRegistry.loops.unlockAfterFork() },
-            { ItemRegistry.loops.unlockAfterFork() })
+            {
+                // A watch being made by another thread is not made in the child: drop its entry
+                // (it holds no item), so that the child's adds do not wait for it forever.
+                ItemRegistry.loops.withLockHeldForFork { $0 = $0.filter { $0.value.watched } }
+                ItemRegistry.loops.unlockAfterFork()
+            })
         return loops
     }()
     private static let watchMode = "com.crunloop.RunLoop.items"
 
+    /// Registers the registry's fork handlers now, if not yet (so that a handler registered
+    /// after this one runs after it in a child).
+    static func installForkHandlers() { _ = loops }
+
+    /// Tests only: the loop (its address) whose next watch fails as if `rl_observer_create` had
+    /// found no memory (the SwiftPM build of the core has no fault injection); 0: none. One
+    /// relaxed load per watch, which is made once per loop.
+    static let failingWatch = Atomic<UInt>(0)
+
+    /// Tests only: whether `item` is registered for the loop at `loop`.
+    static func isRegistered(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
+        loops.withLock { $0[UInt(bitPattern: loop)]?.items[ObjectIdentifier(item)] != nil }
+    }
+
+    /// Takes the injected watch fault of the loop at `key`, if it has one.
+    private static func takeWatchFault(_ key: UInt) -> Bool {
+        failingWatch.load(ordering: .relaxed) == key
+            && failingWatch.compareExchange(expected: key, desired: 0, ordering: .relaxed).exchanged
+    }
+
     /// Registers `item` for the loop at `loop`; false when that loop has already ended (then
     /// nothing is registered).
+    /// The loop's watch was made by `prepare` before the item's add; a loop without one has
+    /// ended since.
     static func insert(_ item: ItemLife, on loop: OpaquePointer?) -> Bool {
         guard let loop, let raw = item.raw else { return false }
         let key = UInt(bitPattern: loop)
-        let known = loops.withLock { loops -> Bool in
-            guard loops[key] != nil else { return false }
+        return loops.withLock { loops -> Bool in
+            guard loops[key]?.watched == true else { return false }
             if loops[key]!.items.updateValue(item, forKey: ObjectIdentifier(item)) == nil {
                 rl_retain(object(raw))
             }
             return true
         }
-        if known { return true }
-        // A first item for this loop: watch for its end (outside the lock: the add takes the
-        // loop's lock, and a teardown calls out with no lock held, then takes ours).
-        guard watch(loop) else { return false }
-        return insert(item, on: loop)
+    }
+
+    /// Makes sure the loop at `loop` has its watch, before a source or observer is added to it:
+    /// all or nothing. Throws ``LoopError/outOfMemory`` when the watch cannot be made (the
+    /// observer or its mode), ``LoopError/loopEnded`` when the loop has ended; then nothing is
+    /// left behind. One thread makes a loop's watch; another adding to that loop meanwhile waits.
+    static func prepare(_ loop: OpaquePointer?) throws(LoopError) {
+        guard let loop else { throw .loopEnded }
+        let key = UInt(bitPattern: loop)
+        while true {
+            // 0: watched; 1: another thread is making the watch; 2: this one makes it.
+            let state = loops.withLock { loops -> Int in
+                if let entry = loops[key] { return entry.watched ? 0 : 1 }
+                loops[key] = Entry()
+                return 2
+            }
+            if state == 0 { return }
+            if state == 2 { break }
+            sched_yield()
+        }
+        try watch(loop, key)
     }
 
     /// Unregisters `item` from the loop at `loop` (its address; 0: none), giving back the
@@ -531,40 +639,42 @@ enum ItemRegistry {
         if let removed, let raw = removed.raw { rl_release(object(raw)) }
     }
 
-    /// Adds the watch observer to `loop` and makes its entry; false when the loop has ended.
-    private static func watch(_ loop: OpaquePointer) -> Bool {
+    /// Adds the watch observer to `loop`, whose entry `prepare` made (not watched, no items):
+    /// marks it watched, or removes it and throws.
+    private static func watch(_ loop: OpaquePointer, _ key: UInt) throws(LoopError) {
         var context = rl_context_t(
             info: UnsafeMutableRawPointer(loop), retain: nil,
             release: { info in ItemRegistry.loopEnded(UInt(bitPattern: info)) })
-        // Made with the entry in place, so that a teardown racing with this finds it.
-        let key = UInt(bitPattern: loop)
-        let fresh = loops.withLock { loops -> Bool in
-            if loops[key] != nil { return false }
-            loops[key] = Entry()
-            return true
-        }
-        if !fresh { return true }
         guard
+            !takeWatchFault(key),
             let observer = rl_observer_create(
                 UInt32(RL_ENTRY), true, 0, { _, _, _ in }, &context)
         else {
-            // No memory for the watch: the items cannot be ended with the loop; register them
-            // anyway (they end with their handles, or when invalidated).
-            return true
+            _ = loops.withLock { $0.removeValue(forKey: key) }
+            throw .outOfMemory
         }
         let code = watchMode.withCString { rl_loop_add_observer(loop, observer, $0) }
-        rl_release(object(observer))  // the loop holds the only reference (or none: ended now)
         if code != 0 {
-            // The loop has ended (or no memory): nothing will call loopEnded; do it here.
-            loopEnded(key)
-            return rl_loop_is_dead(loop) ? false : true
+            // Removed before the release, whose loopEnded must find nothing of ours (and passes
+            // over another thread's entry in the making).
+            _ = loops.withLock { $0.removeValue(forKey: key) }
+            rl_release(object(observer))
+            throw rl_loop_is_dead(loop) ? .loopEnded : LoopError(code: code) ?? .outOfMemory
         }
-        return true
+        rl_release(object(observer))  // the loop holds the only reference
+        loops.withLock { loops in loops[key]?.watched = true }
+        // A teardown that released the watch before it was marked passed over the entry: the
+        // loop is dead by then (it is marked dead before it lets go of its observers).
+        if rl_loop_is_dead(loop) { loopEnded(key) }
     }
 
-    /// The loop at `loop` ended (or its watch could not be added): end every item registered.
+    /// The loop at `loop` ended: end every item registered. An entry whose watch is being made
+    /// is left to its maker (it holds no item yet; see `watch`).
     private static func loopEnded(_ loop: UInt) {
-        let entry = loops.withLock { loops in loops.removeValue(forKey: loop) }
+        let entry = loops.withLock { loops -> Entry? in
+            guard loops[loop]?.watched == true else { return nil }
+            return loops.removeValue(forKey: loop)
+        }
         guard let entry else { return }
         for item in entry.items.values {
             let raw = item.raw

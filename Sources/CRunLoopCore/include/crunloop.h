@@ -212,6 +212,11 @@
  *   thread). Every other loop belonged to a thread that does not exist in the child: it is dead
  *   there (see DESCRIPTION); its items stay in it and may be invalidated. If the child cannot
  *   make new kernel objects, its thread gets a new loop at its next call instead.
+ *   Child-exit sources (rl_source_create_process) inherited by the child watch the parent's
+ *   children: the child never reaps them nor calls their callbacks; each is invalidated
+ *   silently the first time a loop there sees its process exit (a wrapper that must release
+ *   what the source's context holds sooner, as the Swift layer does, invalidates them itself in
+ *   a pthread_atfork child handler).
  *
  * WHERE THIS DIFFERS FROM CFRunLoop ON LINUX (deliberately)
  *   - Timer tolerance is honoured: due timers whose windows [fire date, fire date + tolerance]
