@@ -781,65 +781,60 @@ static void sc_timers(world_t *w) {
     finish(w);
 }
 
-/* sc_timers with held timers, and adds again after removals (claims after disowning). */
-static void sc_held(world_t *w) {
-    item_t *t0 = mk_held_timer(w, "h0", 0, 0, 0);
-    item_t *t1 = mk_held_timer(w, "h1", 0, 0.001, 1);
-    item_t *t2 = mk_held_timer(w, "h2", 0, 0.001, 2);
-    item_t *t3 = mk_held_timer(w, "h3", 0.0005, 0, 3);
-    item_t *t4 = mk_held_timer(w, "h4", 0, 0.002, 4);
-    t4->keep = true;
-    add(w, t0, M_A);
-    add(w, t1, COMMON);
-    add(w, t2, M_A);
-    add(w, t2, M_B);
-    add(w, t3, M_B);
-    add(w, t4, COMMON);
-    add(w, t4, M_A);
-    checkpoint(w, "after adding held timers");
+/* The script of sc_held and sc_storage over five timers (t[4] kept past the thread's exit): adds
+ * to named and common modes, a run, removals and adds again (claims after disowning), an
+ * invalidation, a run. what names the timers in the first checkpoint; cycle_common also takes
+ * t[4] out of the common modes and back. */
+static void timer_script(world_t *w, item_t *t[5], const char *what, bool cycle_common) {
+    char label[64];
+    t[4]->keep = true;
+    add(w, t[0], M_A);
+    add(w, t[1], COMMON);
+    add(w, t[2], M_A);
+    add(w, t[2], M_B);
+    add(w, t[3], M_B);
+    add(w, t[4], COMMON);
+    add(w, t[4], M_A);
+    snprintf(label, sizeof label, "after adding %s", what);
+    checkpoint(w, label);
     run(w, M_A, 0);
     checkpoint(w, "after running");
-    rm(w, t2, M_B);
-    rm(w, t2, M_A);
-    add(w, t2, M_C1);
-    rm(w, t1, COMMON);
-    add(w, t1, M_B);
-    rm(w, t4, COMMON);
-    add(w, t4, COMMON);
-    inval(w, t3);
+    rm(w, t[2], M_B);
+    rm(w, t[2], M_A);
+    add(w, t[2], M_C1);
+    rm(w, t[1], COMMON);
+    add(w, t[1], M_B);
+    if (cycle_common) {
+        rm(w, t[4], COMMON);
+        add(w, t[4], COMMON);
+    }
+    inval(w, t[3]);
     checkpoint(w, "after removing and adding again");
     run(w, M_B, 0.001);
     finish(w);
 }
 
+/* sc_timers with held timers, and adds again after removals (claims after disowning). */
+static void sc_held(world_t *w) {
+    item_t *t[5]; /* made in this order: each step is a fault point of the sweep */
+    t[0] = mk_held_timer(w, "h0", 0, 0, 0);
+    t[1] = mk_held_timer(w, "h1", 0, 0.001, 1);
+    t[2] = mk_held_timer(w, "h2", 0, 0.001, 2);
+    t[3] = mk_held_timer(w, "h3", 0.0005, 0, 3);
+    t[4] = mk_held_timer(w, "h4", 0, 0.002, 4);
+    timer_script(w, t, "held timers", true);
+}
+
 /* sc_held with timers in the caller's memory (rl_timer_create_in), held and not, one kept past the
  * thread's exit (timeouts stay valid after firing, which the model here does not follow). */
 static void sc_storage(world_t *w) {
-    item_t *t0 = mk_storage_timer(w, "m0", RL_TIMER_IN_HELD, 0, 0, 0);
-    item_t *t1 = mk_storage_timer(w, "m1", 0, 0, 0.001, 1);
-    item_t *t2 = mk_storage_timer(w, "m2", RL_TIMER_IN_HELD, 0, 0.001, 2);
-    item_t *t3 = mk_storage_timer(w, "m3", 0, 0.0005, 0, 3);
-    item_t *t4 = mk_storage_timer(w, "m4", RL_TIMER_IN_HELD, 0, 0.002, 4);
-    t4->keep = true;
-    add(w, t0, M_A);
-    add(w, t1, COMMON);
-    add(w, t2, M_A);
-    add(w, t2, M_B);
-    add(w, t3, M_B);
-    add(w, t4, COMMON);
-    add(w, t4, M_A);
-    checkpoint(w, "after adding timers in storage");
-    run(w, M_A, 0);
-    checkpoint(w, "after running");
-    rm(w, t2, M_B);
-    rm(w, t2, M_A);
-    add(w, t2, M_C1);
-    rm(w, t1, COMMON);
-    add(w, t1, M_B);
-    inval(w, t3);
-    checkpoint(w, "after removing and adding again");
-    run(w, M_B, 0.001);
-    finish(w);
+    item_t *t[5]; /* made in this order: each step is a fault point of the sweep */
+    t[0] = mk_storage_timer(w, "m0", RL_TIMER_IN_HELD, 0, 0, 0);
+    t[1] = mk_storage_timer(w, "m1", 0, 0, 0.001, 1);
+    t[2] = mk_storage_timer(w, "m2", RL_TIMER_IN_HELD, 0, 0.001, 2);
+    t[3] = mk_storage_timer(w, "m3", 0, 0.0005, 0, 3);
+    t[4] = mk_storage_timer(w, "m4", RL_TIMER_IN_HELD, 0, 0.002, 4);
+    timer_script(w, t, "timers in storage", false);
 }
 
 static void sc_sources(world_t *w) {
