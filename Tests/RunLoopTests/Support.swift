@@ -10,20 +10,25 @@ typealias PLock<Value> = Locked<Value>
 /// Runs `body` on a new thread of its own (so with a fresh current loop) and returns its result
 /// once that thread has exited (so its loop has been torn down), without blocking a Swift
 /// concurrency thread meanwhile.
+///
+/// The task reads the result through the lock the test's thread wrote it under, after it
+/// resumes: that lock is what orders the thread's writes (an object it made, say) before the
+/// task's reads for ThreadSanitizer, which does not always see the continuation's resume as one.
 @discardableResult
 func onNewThread<T: Sendable>(
     _ body: @escaping @Sendable () throws -> T
 ) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
+    let result = PLock<Result<T, any Error>?>(nil)
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         // A joiner thread starts the test's thread, joins it, then resumes the task.
         let joiner = Thread0 {
-            let result = PLock<Result<T, any Error>?>(nil)
             let thread = Thread0 { result.withLock { $0 = Result { try body() } } }
             thread.join()
-            continuation.resume(with: result.withLock { $0! })
+            continuation.resume()
         }
         joiner.detach()
     }
+    return try result.withLock { $0! }.get()
 }
 
 /// A plain joinable thread.
