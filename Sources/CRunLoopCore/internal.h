@@ -478,6 +478,11 @@ struct rl_loop {
      * reads it anyway), 0 between phases and once a nested phase ended: the base of
      * rl_timer_rearm. The loop's thread only. */
     double phase_time;
+    /* The loop's time outside a callout phase (rl_loop_get_time): the clock as the loop last read
+     * it for itself (a callout phase's start and end, a blocking wait's end) or as
+     * rl_loop_update_time read it; the loop's creation to begin with. The loop's thread only
+     * (and its creation). */
+    double time;
     /* The last fire phase's list of due timers, kept for the next (timer.c), with its capacity.
      * The loop's thread only (and its destruction). */
     void *fire_spare;

@@ -34,7 +34,7 @@ typedef struct { double start, waited, called; } rl_phase;
 static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
     rl_phase phase = { rl_time_now(), atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed),
                        atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) };
-    loop->phase_time = phase.start;
+    loop->phase_time = loop->time = phase.start;
     return phase;
 }
 
@@ -45,6 +45,7 @@ static inline rl_phase rl_callouts_begin(rl_loop_t *loop) {
 static inline void rl_callouts_done(rl_loop_t *loop, int kind, unsigned count, const rl_phase *phase) {
     double end = rl_time_now();
     loop->phase_time = 0;
+    loop->time = end;
     double waited = atomic_load_explicit(&loop->counters.time_waiting, memory_order_relaxed) - phase->waited;
     double nested = atomic_load_explicit(&loop->counters.time_in_callouts, memory_order_relaxed) - phase->called;
     double seconds = end - phase->start - waited, own = seconds - nested;

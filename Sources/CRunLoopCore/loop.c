@@ -51,6 +51,7 @@ static rl_loop_t *loop_create(void) {
     pthread_mutex_init(&loop->lock, NULL);
     loop->default_mode->common = true;
     atomic_init(&loop->spin, rl_wake_default_spin());
+    loop->time = rl_time_now();
     rl_loops_register(loop);
     return loop;
 }
@@ -246,6 +247,20 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     double date = first ? first->when : 0;
     rl_loop_unlock(loop);
     return date;
+}
+
+double rl_loop_get_time(rl_loop_t *loop) {
+    if (!loop || rl_tls_loop != loop) return rl_time_now(); /* another thread's: only the clock */
+    return loop->phase_time > 0 ? loop->phase_time : loop->time;
+}
+
+double rl_loop_update_time(rl_loop_t *loop) {
+    double now = rl_time_now();
+    if (loop && rl_tls_loop == loop) {
+        loop->time = now;
+        if (loop->phase_time > 0) loop->phase_time = now; /* rl_timer_rearm's base moves with it */
+    }
+    return now;
 }
 
 int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats) {

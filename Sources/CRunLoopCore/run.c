@@ -144,7 +144,9 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
         rl_wake_end_sleep(loop);
         state->earliest = -INFINITY;
         RL_COUNT(loop, waits, 1);
-        RL_COUNT(loop, time_waiting, rl_elapsed_since(before));
+        double after = rl_time_now();
+        loop->time = after;
+        RL_COUNT(loop, time_waiting, after - before);
     }
     if (woken) RL_COUNT(loop, wakeups, 1);
     return n;

@@ -588,6 +588,19 @@ int rl_timer_rearm(rl_timer_t *t, double seconds) {
     return 0;
 }
 
+int rl_timer_rearm_from_loop_time(rl_timer_t *t, double seconds) {
+    if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
+    /* On the loop's thread, its time (rl_loop_get_time), inside a callout or not: no clock
+     * reading, and no clamp (a date gone already is due at the next pass, in date order). */
+    rl_loop_t *self = rl_tls_loop;
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1)) {
+        double base = self->phase_time > 0 ? self->phase_time : self->time;
+        if (__builtin_expect(move_date_own(self, t, base + seconds, "rl_timer_rearm_from_loop_time"), 1)) return 0;
+    }
+    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_rearm_from_loop_time");
+    return 0;
+}
+
 int rl_timer_disarm(rl_timer_t *t) {
     if (!t || !is_valid(t)) return -EINVAL;
     move_date(t, INFINITY, "rl_timer_disarm");
@@ -648,10 +661,14 @@ double rl_timers_wake_date(rl_mode *mode) { return rl_heap_coalesce(&mode->timer
 
 /* ---- The timer phase of a pass ---------------------------------------------------------------- */
 
-/* A due timer taken for firing: its key (to sort by) and the timer, retained. */
+/* A due timer taken for firing: its key (to sort by) and the timer, retained; while the list is
+ * sorted (before the timers are taken), tie holds the entry's seq for a run of equal dates. */
 typedef struct {
     rl_heap_slot key;
-    rl_timer_t *timer;
+    union {
+        rl_timer_t *timer;
+        uint64_t tie;
+    };
 } due_timer;
 
 static inline bool due_less(const due_timer *a, const due_timer *b) { return rl_heap_slot_less(&a->key, &b->key); }
@@ -701,43 +718,68 @@ static inline uint64_t date_bits(double when) {
     return b;
 }
 
-/* Sort many due timers: a least-significant-digit radix sort on the dates' bits, 8 bits a pass
- * (11 from 4096 timers on, where the digit table's scan is worth its fewer passes), skipping
- * the digits every date shares (dates due within a few milliseconds share their top twenty-odd
- * bits), then each run of one date by (order, seq). O(n) a pass where the quicksort is
- * O(n log n) with a comparison per step. scratch: room for n more, or NULL (then allocated).
- * False when there is no memory for the scratch array: the caller sorts in place instead. */
-static bool radix_sort_due(due_timer *d, size_t n, due_timer *scratch) {
+/* One least-significant-digit radix sort of d by a 64-bit key (the date's bits, or tie), `bits`
+ * bits a pass, skipping the digits every key shares (dates due within a few milliseconds share
+ * their top twenty-odd bits; the seqs of a batch armed together, all but their low dozen). Each
+ * pass is stable, O(n), and compares nothing. The result is in d; scratch has room for n. */
+static inline uint64_t sort_key(const due_timer *x, bool by_tie) { return by_tie ? x->tie : date_bits(x->key.when); }
+
+static void radix_by(due_timer *d, size_t n, due_timer *scratch, bool by_tie) {
     enum { MAX_DIGITS = 1 << 11 };
     unsigned bits = n < 4096 ? 8 : 11;
     uint64_t mask = ((uint64_t)1 << bits) - 1;
-    due_timer *own = scratch ? NULL : rl_malloc(n * sizeof *own);
-    if (!scratch && !(scratch = own)) return false;
-    uint64_t first = date_bits(d[0].key.when), varying = 0;
-    for (size_t i = 1; i < n; i++) varying |= date_bits(d[i].key.when) ^ first;
+    uint64_t first = sort_key(&d[0], by_tie), varying = 0;
+    for (size_t i = 1; i < n; i++) varying |= sort_key(&d[i], by_tie) ^ first;
     due_timer *from = d, *to = scratch;
     uint32_t at[MAX_DIGITS];
     for (unsigned shift = 0; shift < 64; shift += bits) {
         if (!((varying >> shift) & mask)) continue;
         memset(at, 0, (mask + 1) * sizeof at[0]);
-        for (size_t i = 0; i < n; i++) at[(date_bits(from[i].key.when) >> shift) & mask]++;
+        for (size_t i = 0; i < n; i++) at[(sort_key(&from[i], by_tie) >> shift) & mask]++;
         uint32_t sum = 0;
         for (size_t k = 0; k <= mask; k++) {
             uint32_t c = at[k];
             at[k] = sum;
             sum += c;
         }
-        for (size_t i = 0; i < n; i++) to[at[(date_bits(from[i].key.when) >> shift) & mask]++] = from[i];
+        for (size_t i = 0; i < n; i++) to[at[(sort_key(&from[i], by_tie) >> shift) & mask]++] = from[i];
         due_timer *x = from;
         from = to;
         to = x;
     }
     if (from != d) memcpy(d, from, n * sizeof *d);
-    free(own);
+}
+
+/* Sort a run of due timers of one date by (order, seq): when they share their order (timers
+ * seldom have one), by seq alone, a radix sort for a long run (a batch armed for the same date
+ * from the loop's time: every one of them ties); else by comparison. */
+static void sort_ties(due_timer *d, size_t n, due_timer *scratch) {
+    if (n > 32) {
+        long order = d[0].key.node->order;
+        size_t i = 0;
+        for (; i < n && d[i].key.node->order == order; i++) d[i].tie = d[i].key.node->seq;
+        if (i == n) {
+            radix_by(d, n, scratch, true);
+            return;
+        }
+    }
+    sort_due(d, n);
+}
+
+/* Sort many due timers: a radix sort on the dates' bits (radix_by: 8 bits a pass, 11 from 4096
+ * timers on, where the digit table's scan is worth its fewer passes), then each run of one date
+ * by (order, seq). O(n) a pass where the quicksort is O(n log n) with a comparison per step.
+ * scratch: room for n more, or NULL (then allocated). False when there is no memory for the
+ * scratch array: the caller sorts in place instead. */
+static bool radix_sort_due(due_timer *d, size_t n, due_timer *scratch) {
+    due_timer *own = scratch ? NULL : rl_malloc(n * sizeof *own);
+    if (!scratch && !(scratch = own)) return false;
+    radix_by(d, n, scratch, false);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
-        if (j - i > 1) sort_due(d + i, j - i);
+        if (j - i > 1) sort_ties(d + i, j - i, scratch);
     }
+    free(own);
     return true;
 }
 
@@ -831,7 +873,7 @@ static bool take_due(void *ctx, const rl_heap_slot *slot) {
         l->due = grown;
         l->cap *= 2;
     }
-    l->due[l->n++] = (due_timer){*slot, NULL};
+    l->due[l->n++] = (due_timer){.key = *slot, .timer = NULL};
     return true;
 }
 

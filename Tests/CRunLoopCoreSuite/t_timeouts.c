@@ -295,3 +295,122 @@ RLT_TEST(dormant_timers_share_the_heap_without_disturbing_the_order) {
         rl_release(t[i]);
     }
 }
+
+/* The loop's time (rl_loop_get_time) and rl_timer_rearm_from_loop_time, which arms from it with no
+ * clock reading: outside a callout it is the clock as the loop last read it, and lags the clock
+ * by what the thread did since; inside a callout it is rl_timer_rearm's base. */
+typedef struct {
+    rl_timer_t *target, *other;
+    double phase, rearm_date, from_loop_date, updated, after_update;
+} loop_time_probe_t;
+
+static void probe_loop_time(rl_timer_t *self, void *info) {
+    (void)self;
+    loop_time_probe_t *p = info;
+    rl_loop_t *loop = rl_loop_get_current();
+    busy_for(0.02);
+    p->phase = rl_loop_get_time(loop);
+    (void)rl_timer_rearm(p->other, 1.0);
+    (void)rl_timer_rearm_from_loop_time(p->target, 1.0);
+    p->rearm_date = rl_timer_get_next_fire_date(p->other);
+    p->from_loop_date = rl_timer_get_next_fire_date(p->target);
+    p->updated = rl_loop_update_time(loop); /* moves both bases for the rest of the phase */
+    (void)rl_timer_rearm(p->other, 1.0);
+    p->after_update = rl_timer_get_next_fire_date(p->other);
+    rl_loop_stop(loop);
+}
+
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *t;
+    double before, time, date;
+    int rc;
+} loop_time_from_t;
+
+static void *loop_time_elsewhere(void *arg) {
+    loop_time_from_t *a = arg;
+    a->before = rl_time_now();
+    a->time = rl_loop_get_time(a->loop);        /* not the loop's thread: the clock */
+    a->rc = rl_timer_rearm_from_loop_time(a->t, 1.0);
+    a->date = rl_timer_get_next_fire_date(a->t);
+    return NULL;
+}
+
+RLT_TEST(timer_rearm_from_loop_time_counts_from_the_loops_last_reading_and_reads_no_clock) {
+    rl_loop_t *loop = rl_loop_get_current();
+    timeout_t w = {0};
+    rl_context_t c = {&w, NULL, NULL};
+    rl_timer_t *t = rl_timer_create_timeout(INFINITY, 0, on_timeout, &c);
+    rl_timer_t *other = rl_timer_create_timeout(INFINITY, 0, on_timeout, NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, other, DEF), 0);
+
+    /* A blocking wait's end is a reading of the loop's: after a 30 ms run that timed out, the
+     * loop's time is at least its deadline. */
+    double t0 = rl_time_now();
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0.03, false), RL_RUN_TIMED_OUT);
+    double last = rl_loop_get_time(loop);
+    RLT_CHECK(last >= t0 + 0.03);
+    RLT_CHECK(last <= rl_time_now());
+
+    /* Outside a callout it stays there while the thread works: it lags the clock. */
+    busy_for(0.02);
+    RLT_CHECK(rl_loop_get_time(loop) == last);
+    RLT_CHECK(rl_loop_get_time(loop) <= rl_time_now() - 0.02);
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, 1.0), 0);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) == last + 1.0);    /* exactly: no clock read */
+
+    /* A date already gone is kept as it is (no clamp) and fires at the next pass. */
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, 0.001), 0);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) == last + 0.001);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) < rl_time_now());
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(w.fired, 1);
+    RLT_CHECK(rl_timer_is_valid(t) && !rl_timer_is_armed(t));
+
+    /* rl_loop_update_time brings it to the clock. */
+    double before = rl_time_now();
+    double updated = rl_loop_update_time(loop);
+    RLT_CHECK(updated >= before && updated <= rl_time_now());
+    RLT_CHECK(rl_loop_get_time(loop) == updated);
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, 1.0), 0);
+    RLT_CHECK(rl_timer_get_next_fire_date(t) == updated + 1.0);
+
+    /* Inside a callout: the phase's reading, the same base as rl_timer_rearm's, 20 ms or more
+     * before the call; rl_loop_update_time moves it. */
+    loop_time_probe_t p = {.target = t, .other = other};
+    rl_context_t pc = {&p, NULL, NULL};
+    rl_timer_t *probe = rl_timer_create(rl_time_now(), 0, 0, probe_loop_time, &pc);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, probe, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 10.0, false), RL_RUN_STOPPED);
+    RLT_CHECK(p.from_loop_date == p.phase + 1.0);
+    RLT_CHECK(p.rearm_date == p.phase + 1.0);
+    RLT_CHECK(p.updated >= p.phase + 0.02);
+    RLT_CHECK(p.after_update == p.updated + 1.0);
+    /* Once the run is over, the loop's time is its last reading: the phase's end, or later. */
+    RLT_CHECK(rl_loop_get_time(loop) >= p.updated);
+
+    /* From another thread: the clock, for both calls. */
+    loop_time_from_t a = {.loop = loop, .t = t, .rc = -1};
+    pthread_t th;
+    busy_for(0.01);
+    RLT_CHECK_EQ(pthread_create(&th, NULL, loop_time_elsewhere, &a), 0);
+    pthread_join(th, NULL);
+    RLT_CHECK(a.time >= a.before);
+    RLT_CHECK_EQ(a.rc, 0);
+    RLT_CHECK(a.date >= a.before + 1.0);
+    RLT_CHECK(rl_loop_get_time(NULL) > 0);
+
+    /* Errors and parking, as rl_timer_rearm's. */
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, INFINITY), 0);
+    RLT_CHECK(!rl_timer_is_armed(t));
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, -1), -EINVAL);
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, NAN), -EINVAL);
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(NULL, 1), -EINVAL);
+    rl_timer_invalidate(t);
+    RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(t, 1), -EINVAL);
+    rl_timer_invalidate(other);
+    rl_release(t);
+    rl_release(other);
+    rl_release(probe);
+}

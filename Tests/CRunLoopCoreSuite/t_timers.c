@@ -666,6 +666,45 @@ static void fire_many(int n, bool remove_some) {
 RLT_TEST(many_due_timers_fire_by_date_then_order_then_scheduling) { fire_many(150, false); }
 RLT_TEST(thousands_of_due_timers_fire_in_order_through_removed_ones) { fire_many(MANY, true); }
 
+/* A batch armed for one date (from the loop's time, which reads no clock: every date the same)
+ * and of one order: a tie the radix sort breaks by seq alone. They fire in the order they were
+ * armed, which the shuffle makes unlike their order of creation and their places in the heap. */
+RLT_TEST(a_long_run_of_one_date_fires_in_the_order_it_was_armed) {
+    enum { N = 600 };
+    static int armed[N];
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *timers[N];
+    RLT_CHECK(tt_keepalive(DEF) != NULL);
+    for (int i = 0; i < N; i++) {
+        rl_context_t c = {(void *)(intptr_t)i, NULL, NULL};
+        RLT_CHECK((timers[i] = rl_timer_create_timeout(INFINITY, 0, log_fire_id, &c)) != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, timers[i], DEF), 0);
+        armed[i] = i;
+    }
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = N - 1; i > 0; i--) { /* a fixed shuffle */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int j = (int)(x % (uint64_t)(i + 1)), k = armed[i];
+        armed[i] = armed[j];
+        armed[j] = k;
+    }
+    for (int k = 0; k < N; k++) RLT_CHECK_EQ(rl_timer_rearm_from_loop_time(timers[armed[k]], 0), 0);
+    double date = rl_timer_get_next_fire_date(timers[0]);
+    for (int i = 0; i < N; i++) RLT_CHECK(rl_timer_get_next_fire_date(timers[i]) == date);
+    the_log.n = 0;
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(the_log.n, N);
+    for (int k = 0; k < the_log.n; k++)
+        if (the_log.fired[k] != armed[k]) {
+            rlt_fail(__FILE__, __LINE__, "fire %d was timer %d, armed %d-th was %d", k, the_log.fired[k], k, armed[k]);
+            break;
+        }
+    for (int i = 0; i < N; i++) {
+        rl_timer_invalidate(timers[i]);
+        rl_release(timers[i]);
+    }
+}
+
 /* A timer in three modes is one object with chained entries: removing it from the middle mode
  * keeps the others, and it fires once per run of each mode it is still in. */
 RLT_TEST(timer_in_three_modes_leaves_one_and_keeps_the_others) {

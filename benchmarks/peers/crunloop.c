@@ -155,15 +155,16 @@ static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat
 }
 
 /* The idioms of the header's TIMEOUTS section: a one-shot start arms a timeout, which stays
- * valid after it fired, so a restart is rl_timer_set_next_fire_in (no allocation, no reference
- * counting); a stop removes it from the mode (O(1): a hole in the heap), and the start after a
- * stop adds it back. Only a repeating start, whose interval is fixed at creation, makes a new
- * timer. */
+ * valid after it fired, so a restart is rl_timer_rearm_from_loop_time (no allocation, no
+ * reference counting, and, as libev's ev_timer_start and libuv's uv_timer_start, no clock
+ * reading: from the loop's time); a stop removes it from the mode (O(1): a hole in the heap), and
+ * the start after a stop adds it back. Only a repeating start, whose interval is fixed at
+ * creation, makes a new timer. */
 static void cr_timer_start(void *tp, double delay, double repeat)
 {
     cr_item_t *it = tp;
     if (repeat == 0 && it->obj && rl_timer_is_timeout(it->obj)) {
-        rl_timer_set_next_fire_in(it->obj, delay);
+        rl_timer_rearm_from_loop_time(it->obj, delay);
         if (!it->in_mode) it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
         return;
     }
@@ -171,12 +172,13 @@ static void cr_timer_start(void *tp, double delay, double repeat)
         rl_timer_invalidate(it->obj);
         rl_release(it->obj);
     }
-    /* A timeout is made dormant (no clock reading) and armed once in its mode: one reading. */
+    /* A timeout is made dormant (no clock reading) and armed once in its mode, from the loop's
+     * time: no reading. */
     it->obj = cr_make_timer((cr_timer_item_t *)it, repeat == 0 ? INFINITY : rl_time_now() + delay, repeat);
     if (!it->obj) return;
     if (it->loop->tolerance > 0) rl_timer_set_tolerance(it->obj, it->loop->tolerance);
     it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
-    if (repeat == 0) rl_timer_set_next_fire_in(it->obj, delay);
+    if (repeat == 0) rl_timer_rearm_from_loop_time(it->obj, delay);
 }
 
 /* Re-arm a pending timer delay seconds from the loop's time (the clock as the callout phase

@@ -96,7 +96,10 @@
  *   instruction) that it takes whenever no other thread holds the lock. About 118 instructions on
  *   x86-64 for rl_timer_rearm in a callout, 1e4 timers armed (callgrind on benchmark 14:
  *   benchmarks/README.md), where libev's ev_timer_again takes about 63;
- *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM). benchmarks/run's
+ *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM), which
+ *   rl_timer_rearm_from_loop_time saves outside callouts too, at the price of libev's and
+ *   libuv's: it counts from the loop's time (rl_loop_get_time), which lags the clock by whatever
+ *   the thread did since the loop last read it. benchmarks/run's
  *   "timer re-arm" row gives the time next to the peers' idioms. The fire of a timeout costs what
  *   a one-shot timer's does minus its invalidation, plus the O(1) park.
  *   Threads: from another thread it is the same call, and safe at any time, also while the
@@ -322,6 +325,19 @@ typedef void (*rl_fd_callback_t)(rl_source_t *source, int fd, unsigned events, v
 
 /* Seconds on CLOCK_MONOTONIC; every fire date is on this clock. */
 RL_API double rl_time_now(void);
+/* The loop's time (libev's ev_now, libuv's uv_now), on rl_time_now()'s clock, read without a
+ * clock reading. On the loop's own thread: inside a callout, the clock its callout phase began
+ * with (the base of rl_timer_rearm); elsewhere, the clock as the loop last read it for itself (as
+ * a callout phase began or ended, or a blocking wait returned), or as rl_loop_update_time read it,
+ * or as the loop was made. So it lags the clock by however long the thread has worked since: a
+ * thread that does long work outside the loop and then arms timers from the loop's time calls
+ * rl_loop_update_time first. From another thread, or for NULL: rl_time_now() (the loop's time is
+ * its own thread's). An addition beyond CF (see TIMEOUTS). */
+RL_API double rl_loop_get_time(rl_loop_t *loop);
+/* Read the clock and, on the loop's own thread, make it the loop's time (inside a callout also
+ * the base of rl_timer_rearm for the rest of the callout phase). Returns the reading. Any thread;
+ * elsewhere than the loop's thread (or NULL) it only reads the clock. An addition beyond CF. */
+RL_API double rl_loop_update_time(rl_loop_t *loop);
 
 /* Add a reference to any rl_* object and return it; NULL gives NULL. */
 RL_API void *rl_retain(void *object);
@@ -865,6 +881,17 @@ RL_API int rl_timer_set_next_fire_in(rl_timer_t *timer, double seconds);
  * errors, rules and threads as rl_timer_set_next_fire_date. An addition beyond CF (see
  * TIMEOUTS). */
 RL_API int rl_timer_rearm(rl_timer_t *timer, double seconds);
+/* Arm timer seconds after its loop's time (rl_loop_get_time) with no clock reading, inside a
+ * callout or not, when the caller is the timer's loop's thread: libev's ev_timer_start and
+ * ev_timer_again, libuv's uv_timer_start, which arm from the loop's cached time. The date is
+ * not clamped to now: one already gone (a loop time older than seconds) is due at the next pass,
+ * in date order. Outside a callout the loop's time can be old (see rl_loop_get_time), so the
+ * timer can fire that much early; a thread arming after long work of its own calls
+ * rl_loop_update_time first, or uses rl_timer_set_next_fire_in. Elsewhere (another thread, a
+ * timer in no loop): rl_timer_set_next_fire_in. seconds >= 0; INFINITY parks the timer. Same
+ * errors, rules and threads as rl_timer_set_next_fire_date. An addition beyond CF (see
+ * TIMEOUTS). */
+RL_API int rl_timer_rearm_from_loop_time(rl_timer_t *timer, double seconds);
 /* A timeout: a one-shot timer (interval 0) that its callout leaves valid, in its modes and
  * dormant (next fire date INFINITY) instead of invalidated, unless the callout armed it again
  * with rl_timer_set_next_fire_in or rl_timer_set_next_fire_date (kept when later than the date
