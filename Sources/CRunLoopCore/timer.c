@@ -89,13 +89,14 @@ static inline double interval_of(const rl_timer_t *t, unsigned char bits) {
 _Static_assert(sizeof(struct rl_timer) <= RL_TIMER_STORAGE_SIZE, "crunloop.h's RL_TIMER_STORAGE_SIZE is too small");
 _Static_assert(_Alignof(struct rl_timer) <= 8, "crunloop.h promises a timer needs 8-byte alignment at most");
 
-/* Make t a valid timer in no loop, its info not set; the arguments are checked. extras: a
- * repeating timer's, with its interval; NULL for any other. */
+/* Make t a valid timer in no loop, its info not set; the arguments are checked, and fire_date is
+ * the date it keeps (clamped already, or kept as given). extras: a repeating timer's, with its
+ * interval; NULL for any other. */
 static inline void init_timer(rl_timer_t *t, double fire_date, rl_timer_extras *extras, long order,
                               const rl_timer_record *record, unsigned char bits) {
     rl_object_init(&t->obj, RL_TYPE_TIMER);
     atomic_init(&t->obj.bits, bits | (extras ? RL_TIMER_REPEATS : 0));
-    atomic_init(&t->fire_date, not_before_now(fire_date));
+    atomic_init(&t->fire_date, fire_date);
     atomic_init(&t->extras, extras);
     atomic_init(&t->loop, NULL);
     t->record = record;
@@ -152,7 +153,7 @@ static inline __attribute__((always_inline)) rl_timer_t *new_timer(double fire_d
         errno = ENOMEM;
         return NULL;
     }
-    init_timer(t, fire_date, x, order, record, bits);
+    init_timer(t, not_before_now(fire_date), x, order, record, bits);
     return t;
 }
 
@@ -207,7 +208,7 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
                                long order, rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
         (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
-        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT)) ||
+        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN)) ||
         ((flags & RL_TIMER_IN_TIMEOUT) && interval != 0) || !callback || bad_time(fire_date) ||
         bad_time(interval)) {
         errno = EINVAL;
@@ -225,7 +226,7 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
                          (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
     rl_timer_t *t = storage->memory;
-    init_timer(t, fire_date, x, order, record, bits);
+    init_timer(t, flags & RL_TIMER_IN_DATE_AS_GIVEN ? fire_date : not_before_now(fire_date), x, order, record, bits);
     t->info = context ? context->info : NULL;
     if (!held && retain) t->info = (void *)retain(t->info);
     return t;

@@ -158,7 +158,7 @@ RLT_TEST(timer_in_storage_errors_write_nothing) {
     RLT_CHECK(rl_timer_create_in(&misaligned, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&no_done, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&no_memory, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
-    RLT_CHECK(rl_timer_create_in(&ok, 4, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 8, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_TIMEOUT, 0, 1, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 0, -1, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 0, 0, NAN, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
@@ -281,4 +281,38 @@ RLT_TEST(held_timer_in_storage_removed_during_its_callout_is_released_then_hande
     RLT_CHECK(result == NULL);
     RLT_CHECK_EQ(atomic_load(&done_calls), 1);
     RLT_CHECK_EQ(atomic_load(&releases_at_done), 1);
+}
+
+/* RL_TIMER_IN_DATE_AS_GIVEN keeps a date that has passed (no clock reading); without it the date
+ * becomes now, as rl_timer_create's. Both are due at once and fire in date order. */
+static int as_given_log[2], as_given_n;
+static void as_given_fired(rl_timer_t *t, void *info) {
+    (void)t;
+    as_given_log[as_given_n++] = (int)(intptr_t)info;
+}
+
+RLT_TEST(timer_in_storage_made_from_the_loops_time_keeps_its_date_as_given) {
+    _Alignas(8) static unsigned char kept[RL_TIMER_STORAGE_SIZE], clamped[RL_TIMER_STORAGE_SIZE];
+    rl_timer_storage a = {kept, sizeof kept, ignore_done}, b = {clamped, sizeof clamped, ignore_done};
+    rl_loop_t *loop = rl_loop_get_current();
+    double past = rl_time_now() - 5;
+    rl_context_t second = {(void *)(intptr_t)2, NULL, NULL}, first = {(void *)(intptr_t)1, NULL, NULL};
+    /* made first, due later (now); made second, due earlier (5 s ago, kept) */
+    rl_timer_t *c = rl_timer_create_in(&b, 0, past, 0, 0, as_given_fired, &second);
+    rl_timer_t *k = rl_timer_create_in(&a, RL_TIMER_IN_DATE_AS_GIVEN | RL_TIMER_IN_TIMEOUT, past, 0, 0,
+                                       as_given_fired, &first);
+    RLT_CHECK(c != NULL && k != NULL);
+    RLT_CHECK(rl_timer_get_next_fire_date(k) == past);
+    RLT_CHECK(rl_timer_get_next_fire_date(c) > past + 4);
+    RLT_CHECK(rl_timer_is_timeout(k));
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, c, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, k, DEF), 0);
+    as_given_n = 0;
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(as_given_n, 2);
+    RLT_CHECK_EQ(as_given_log[0], 1);
+    RLT_CHECK_EQ(as_given_log[1], 2);
+    rl_timer_invalidate(k);
+    rl_release(k);
+    rl_release(c);
 }

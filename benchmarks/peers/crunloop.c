@@ -144,8 +144,8 @@ static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat
     rl_context_t ctx = { .info = &ti->item };
     if (!(atomic_fetch_or(&ti->state, CR_BUSY) & CR_BUSY)) {
         rl_timer_storage st = { ti->storage, sizeof ti->storage, cr_storage_done };
-        rl_timer_t *t = rl_timer_create_in(&st, repeat == 0 ? RL_TIMER_IN_TIMEOUT : 0, date, repeat, 0,
-                                           cr_timer_fired, &ctx);
+        rl_timer_t *t = rl_timer_create_in(&st, repeat == 0 ? RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN : 0,
+                                           date, repeat, 0, cr_timer_fired, &ctx);
         if (t) return t;
         atomic_fetch_and(&ti->state, ~CR_BUSY);
         return NULL;
@@ -154,31 +154,30 @@ static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat
                        : rl_timer_create(date, repeat, 0, cr_timer_fired, &ctx);
 }
 
-/* The idioms of the header's TIMEOUTS section: a one-shot start arms a timeout, which stays
- * valid after it fired, so a restart is rl_timer_rearm_from_loop_time (no allocation, no
- * reference counting, and, as libev's ev_timer_start and libuv's uv_timer_start, no clock
- * reading: from the loop's time); a stop removes it from the mode (O(1): a hole in the heap), and
- * the start after a stop adds it back. Only a repeating start, whose interval is fixed at
- * creation, makes a new timer. */
+/* The idioms of the header's TIMEOUTS section, from the loop's time as libev's ev_timer_start
+ * and libuv's uv_timer_start arm (no clock reading): a one-shot start makes a timeout at
+ * rl_loop_get_time() + delay (RL_TIMER_IN_DATE_AS_GIVEN) and adds it; the timeout stays valid
+ * after it fired, so a restart is rl_timer_rearm_from_loop_time (no allocation, no reference
+ * counting); a stop removes it from the mode (O(1): a hole in the heap), and the start after a
+ * stop adds it back first (a timer in no loop has no loop time to count from). Only a repeating
+ * start, whose interval is fixed at creation, makes a new timer. */
 static void cr_timer_start(void *tp, double delay, double repeat)
 {
     cr_item_t *it = tp;
     if (repeat == 0 && it->obj && rl_timer_is_timeout(it->obj)) {
-        rl_timer_rearm_from_loop_time(it->obj, delay);
         if (!it->in_mode) it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
+        rl_timer_rearm_from_loop_time(it->obj, delay);
         return;
     }
     if (it->obj) {
         rl_timer_invalidate(it->obj);
         rl_release(it->obj);
     }
-    /* A timeout is made dormant (no clock reading) and armed once in its mode, from the loop's
-     * time: no reading. */
-    it->obj = cr_make_timer((cr_timer_item_t *)it, repeat == 0 ? INFINITY : rl_time_now() + delay, repeat);
+    it->obj = cr_make_timer((cr_timer_item_t *)it,
+                            (repeat == 0 ? rl_loop_get_time(it->loop->rl) : rl_time_now()) + delay, repeat);
     if (!it->obj) return;
     if (it->loop->tolerance > 0) rl_timer_set_tolerance(it->obj, it->loop->tolerance);
     it->in_mode = rl_loop_add_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0;
-    if (repeat == 0) rl_timer_rearm_from_loop_time(it->obj, delay);
 }
 
 /* Re-arm a pending timer delay seconds from the loop's time (the clock as the callout phase

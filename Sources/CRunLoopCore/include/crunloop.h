@@ -917,13 +917,19 @@ typedef struct rl_timer_storage {
 /* Flags of rl_timer_create_in. */
 enum {
     RL_TIMER_IN_HELD = 1,   /* the context is held as rl_timer_create_held's: only while a loop holds the timer */
-    RL_TIMER_IN_TIMEOUT = 2 /* a timeout, as rl_timer_create_timeout's (interval must be 0) */
+    RL_TIMER_IN_TIMEOUT = 2, /* a timeout, as rl_timer_create_timeout's (interval must be 0) */
+    /* fire_date kept as given, also when it has passed, with no clock reading (a timer made
+     * from the loop's time, rl_loop_get_time() + seconds, as rl_timer_rearm_from_loop_time arms
+     * one); without it a date already gone becomes now, as in CF */
+    RL_TIMER_IN_DATE_AS_GIVEN = 4
 };
 /* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
  * connection's struct, a wrapper's object): creating it allocates nothing. An addition beyond CF.
  * In every other way the timer rl_timer_create makes (rl_timer_create_held's with
  * RL_TIMER_IN_HELD, rl_timer_create_timeout's with RL_TIMER_IN_TIMEOUT, both together for a held
- * timeout), and the pointer returned is storage->memory.
+ * timeout), and the pointer returned is storage->memory. RL_TIMER_IN_DATE_AS_GIVEN keeps a
+ * fire_date that has passed instead of making it now, and so reads no clock: with
+ * rl_loop_get_time(loop) + seconds it makes a timer armed from the loop's time.
  *   Ownership: the timer is reference counted like any other (the caller owns the reference
  *   returned; loops, callouts and rl_retain take their own), and the memory is the timer's from
  *   this call until done(memory) runs: done runs exactly once, when the last reference goes,
