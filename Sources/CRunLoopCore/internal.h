@@ -304,14 +304,16 @@ typedef struct rl_timer_extras {
 /* 72 bytes, which malloc serves from an 80-byte chunk: with the 16-byte heap slot, 96 bytes per
  * timer in one mode (a one-shot timer or timeout with no tolerance: no extras). */
 struct rl_timer {
+    /* What a re-arm reads and writes first, together (its validity, date, owner, heap place and
+     * seq: the first 48 bytes), then what a callout needs besides. */
     rl_object obj;
     _Atomic double fire_date;
+    _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
+    rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
     const struct rl_timer_record *record; /* immutable: callback and context functions */
     void *info;                /* the context's: retained for the timer's life, or (HELD) while
                                 * a loop owns the timer */
-    _Atomic(rl_loop_t *) loop; /* owner: NULL, a loop or RL_OWNER_BUSY (loop.c) */
     _Atomic(rl_timer_extras *) extras; /* NULL until needed */
-    rl_timer_entry first;      /* first.node.order is the timer's order (immutable) */
 };
 
 /* The entry after e among t's (the first, then the chain); NULL past the last. Owner loop's lock. */

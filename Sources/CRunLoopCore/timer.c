@@ -519,8 +519,9 @@ static __attribute__((noinline)) void set_fire_date_of_entries(rl_loop_t *loop, 
     }
 }
 
-/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). */
-static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
+/* Set the fire date and reposition every entry. Owner locked (loop, or the item lock). own: the
+ * caller is loop's thread (known at compile time), which rearms its wait itself. */
+static inline __attribute__((always_inline)) void set_fire_date_as(rl_loop_t *loop, rl_timer_t *t, double date, bool own) {
     atomic_store_explicit(&t->fire_date, date, memory_order_relaxed);
     if (!loop) return;
     uint32_t user = t->first.node.user; /* in one mode (most timers): a mode and no chain */
@@ -531,20 +532,24 @@ static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t
     rl_mode *mode = mode_of(loop, &t->first); /* in one mode: most timers */
     t->first.node.seq = ++loop->timer_seq;
     rl_heap_update(&mode->timers, &t->first.node, date);
-    timers_changed(loop, mode);
+    if (!own) timers_changed(loop, mode);
+}
+static inline __attribute__((always_inline)) void set_fire_date_locked(rl_loop_t *loop, rl_timer_t *t, double date) {
+    set_fire_date_as(loop, t, date, false);
 }
 
 /* Move t's date on the loop's own thread (self), whose loop t was seen to be in: no stripe, no
  * reference, no retry, and the loop's fast section rather than its mutex (internal.h). The owner
  * pointer only changes under the owner's lock, so once locked it is read once more: false when t
  * left self meanwhile. */
-static inline bool move_date_own(rl_loop_t *self, rl_timer_t *t, double date, const char *where) {
+static inline __attribute__((always_inline)) bool move_date_own(rl_loop_t *self, rl_timer_t *t, double date,
+                                                                 const char *where) {
     rl_loop_lock_own(self);
     if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != self, 0)) {
         rl_loop_unlock_own(self);
         return false;
     }
-    set_fire_date_locked(self, t, date);
+    set_fire_date_as(self, t, date, true);
     rl_loop_unlock_own(self);
     RL_DEBUG_VERIFY(self, where);
     (void)where;
