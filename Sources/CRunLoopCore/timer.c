@@ -387,9 +387,18 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
         atomic_fetch_or(&t->obj.bits, RL_TIMER_IDLE);
         return;
     }
-    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD)
+    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD) {
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
-    rl_owner_clear(&t->loop);
+        /* seq_cst: settle_held's load of FIRING must not pass this store, and fire()'s load of
+         * the owner must not pass its setting of FIRING, so one of the two sees the other. */
+        rl_owner_clear(&t->loop);
+        return;
+    }
+    /* A context the timer holds for its whole life has no such race: every other reader of the
+     * owner takes the owner's lock and reads it again (rl_owner_lock), or claims it with an
+     * acquiring compare-and-swap; the release store is enough, and costs no locked
+     * instruction (a remove, and a one-shot timer's end, on the loop's thread). */
+    atomic_store_explicit(&t->loop, NULL, memory_order_release);
 }
 
 static int timer_join(rl_loop_t *loop, rl_mode *mode, rl_object *item) {
