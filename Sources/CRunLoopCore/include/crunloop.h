@@ -330,8 +330,9 @@ RL_API void rl_release(void *object);
 /* Drop the caller's reference only if it is the object's last: then as rl_release (the object is
  * destroyed) and true; false, with nothing changed, while another reference remains (a loop's,
  * a callout's). For an owner whose memory holds the object (rl_timer_create_in): when this says
- * false, it arranges for its memory to outlast the object's done, then calls rl_release. One
- * compare-and-swap. NULL: false. An addition beyond CF. */
+ * false, it arranges for its memory to outlast the object's done, then calls rl_release. A
+ * load, and a compare-and-swap when the reference may be the last. NULL: false. An addition
+ * beyond CF. */
 RL_API bool rl_release_if_last(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
