@@ -53,6 +53,9 @@ bool rl_release_if_last(void *object) {
         fprintf(stderr, "crunloop: rl_release_if_last of %p, which is not an rl_* object\n", object);
         abort();
     }
+    /* A load first: while other references remain (a loop's, a callout's) the answer is no, and a
+     * load gives it without taking the line for a write. */
+    if (atomic_load_explicit(&o->refs, memory_order_relaxed) > 1) return false;
     int one = 1;
     if (!atomic_compare_exchange_strong_explicit(&o->refs, &one, 0, memory_order_acq_rel, memory_order_relaxed)) {
         if (one < 1) rl_object_last_release(o, one); /* no reference left: aborts, as rl_release */

@@ -511,6 +511,23 @@ void rl_timer_invalidate(rl_timer_t *t) {
     if (t && atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
 }
 
+/* Whether a release of t's context follows the invalidation: one was made due here (t was in a
+ * loop), or one was due already (t left its last loop and that release has not begun, or waits
+ * for t's callout under way). Read with t's owner held, so no claim can take the release back;
+ * a settling thread that clears the bit after this read calls the release after it too, and
+ * finds t invalid. */
+bool rl_timer_invalidate_held(rl_timer_t *t) {
+    if (!t || !(atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID)) return false;
+    rl_loop_t *loop = rl_owner_lock(t, &t->loop);
+    size_t releases = loop ? leave_loop(loop, t) : 0;
+    unsigned char bits = atomic_load(&t->obj.bits);
+    bool follows = (bits & RL_TIMER_HELD) && (loop || (bits & RL_TIMER_RELEASE_DUE));
+    unlock_verified(t, loop, "rl_timer_invalidate_held");
+    settle_held(t);
+    while (releases--) rl_release(t);
+    return !follows;
+}
+
 bool rl_timer_is_valid(rl_timer_t *t) { return t && is_valid(t); }
 
 double rl_timer_get_next_fire_date(rl_timer_t *t) {

@@ -1,7 +1,8 @@
 internal import CRunLoopCore
 
 // How closures reach C (timers excepted: a `LoopTimer` is its own C timer's context, held by the
-// core only while a loop holds the timer; see LoopTimer.swift and `rl_timer_create_held`).
+// core only while a loop holds the timer, and its C timer lives inside it; see LoopTimer.swift,
+// `rl_timer_create_in` with `RL_TIMER_IN_HELD`, and `rl_timer_invalidate_held`).
 // Each other C object's context `info` is one box object (an `ItemBox`, LoopItems.swift), passed
 // as a retained `Unmanaged` pointer (+1, with `retain` NULL, so the C object takes that +1 over).
 // The C object calls `release(info)` exactly once, when its last reference goes; for an item that

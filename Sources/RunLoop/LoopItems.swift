@@ -55,10 +55,14 @@ public struct LoopItemReference: @unchecked Sendable {
 
     let kind: Kind
     let raw: OpaquePointer
+    /// Whether the item is a timer, which needs no registry (its context's release ends it with
+    /// its loop): ``Loop/add(_:in:)``, inlined, skips the registry's steps for it.
+    @usableFromInline let isTimer: Bool
 
     init(_ kind: Kind, _ raw: OpaquePointer) {
         self.kind = kind
         self.raw = raw
+        if case .timer = kind { isTimer = true } else { isTimer = false }
     }
 }
 
@@ -125,10 +129,12 @@ extension Loop {
     @inlinable
     public func add(_ item: some LoopItem, in modes: some LoopModes) throws(LoopError) {
         // Inlinable, so that a caller's concrete item and mode types are specialized: no generic
-        // dispatch on the path every timer and connection takes.
+        // dispatch on the path every timer and connection takes, and a timer goes straight to
+        // its C add.
         let reference = item.itemReference
-        let removals = removalsBeforeAdd(reference)
-        try prepareRegistry(reference)
+        let isTimer = reference.isTimer
+        let removals = isTimer ? 0 : removalsBeforeAdd(reference)
+        if !isTimer { try prepareRegistry(reference) }
         var done = 0
         do throws(LoopError) {
             try modes.forEachMode { (mode) throws(LoopError) in
@@ -143,13 +149,37 @@ extension Loop {
             }
             throw error
         }
-        withExtendedLifetime(item) { added(reference, removals: removals) }
+        if !isTimer { withExtendedLifetime(item) { added(reference, removals: removals) } }
     }
 
-    /// Adds the item behind `reference` to `mode`.
+    /// Adds the item behind `reference` to `mode`. A timer takes the short way (`addTimer`).
     @usableFromInline
     func addOne(_ reference: LoopItemReference, _ mode: LoopMode) throws(LoopError) {
+        if case .timer(let timer) = reference.kind {
+            let code = mode.withCName { addTimer(timer, reference.raw, $0) }
+            if code != 0 { try loopCheck(code) }
+            return
+        }
         try loopCheck(mode.withCName { addItem(reference, $0) })
+    }
+
+    /// `addItem` for a timer, inlined into `addOne`: the claim (a load, or a compare-and-swap at
+    /// the first add), then the C add.
+    @inline(__always)
+    private func addTimer(_ timer: Unmanaged<LoopTimer>, _ item: OpaquePointer, _ mode: UnsafePointer<CChar>) -> Int32 {
+        let (claimed, fresh) = timer._withUnsafeGuaranteedRef { $0.claim(raw) }
+        guard claimed else { return rl_timer_is_valid(item) ? -EBUSY : -EINVAL }
+        let code = rl_loop_add_timer(raw, item, mode)
+        if code != 0 && fresh { timerAddFailed(timer) }
+        return code
+    }
+
+    /// A timer's first add failed: give its claim back unless it is in a mode of this loop
+    /// after all (another thread's add meanwhile).
+    @inline(never)
+    private func timerAddFailed(_ timer: Unmanaged<LoopTimer>) {
+        let reference = timer._withUnsafeGuaranteedRef { $0.itemReference }
+        if !isInAnyMode(reference) { unclaim(reference) }
     }
 
     /// Takes the item behind `reference` out of `mode` (undoing `addOne`).

@@ -10,8 +10,10 @@ extension Duration {
     }
 
     /// The duration as a run's timeout: zero for zero and less (one pass without waiting, with
-    /// no conversion: polling is the common case), else ``loopSeconds``.
-    var loopTimeout: Double { self <= .zero ? 0 : loopSeconds }
+    /// no conversion: polling is the common case), else ``loopSeconds``. Compares the 128-bit
+    /// count itself: `<=` and `.zero` are calls into the standard library.
+    @inline(__always)
+    var loopTimeout: Double { _high < 0 || (_high == 0 && _low == 0) ? 0 : loopSeconds }
 }
 
 /// A point in time on the loop's clock: `CLOCK_MONOTONIC`, the clock of every fire date.

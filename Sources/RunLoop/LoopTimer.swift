@@ -3,28 +3,97 @@ import Synchronization
 
 /// The `rl_timer_callback_t` of every Swift timer. `info` is the timer itself, unretained: the
 /// core keeps a held timer's context alive for the whole callout (crunloop.h,
-/// `rl_timer_create_held`), so no retain is needed here.
+/// `rl_timer_create_held`, `RL_TIMER_IN_HELD`), so no retain is needed here, and the closure is
+/// borrowed, not copied (`TimerBody`): a callout makes no atomic operation of its own.
 private func timerCallout(_ timer: OpaquePointer?, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body?($0) }
+    Unmanaged<LoopTimer>.fromOpaque(info)._withUnsafeGuaranteedRef { $0.body?.call($0) }
 }
 
-/// The context of every Swift timer: `info` is the `LoopTimer`, retained while a loop holds it.
-private func timerContext(_ timer: LoopTimer) -> rl_context_t {
-    rl_context_t(
-        info: Unmanaged.passUnretained(timer).toOpaque(),
-        retain: { info in
-            guard let info else { return nil }
-            let timer = Unmanaged<LoopTimer>.fromOpaque(info).retain()
-            timer._withUnsafeGuaranteedRef { _ = $0.held.wrappingAdd(1, ordering: .releasing) }
-            return info
-        },
-        release: { info in
-            guard let info else { return }
-            let timer = Unmanaged<LoopTimer>.fromOpaque(info)
-            timer._withUnsafeGuaranteedRef { $0.leftLoop() }
-            timer.release()
-        })
+/// A timer's closure, noncopyable so that a callout borrows it from the timer instead of copying
+/// it (a copy is a retain and a release of what it captured, two atomic operations per callout).
+/// Nothing replaces it while a callout borrows it: the timer ends only when no callout runs.
+struct TimerBody: ~Copyable {
+    let body: (LoopTimer) -> Void
+
+    @inline(__always)
+    func call(_ timer: LoopTimer) { body(timer) }
+}
+
+/// The context's `retain`: a loop claimed the timer, and holds the handle until it lets go. Runs
+/// with the loop's lock held: one atomic increment, nothing else.
+private func timerHeld(_ info: UnsafeRawPointer?) -> UnsafeRawPointer? {
+    if let info { _ = Unmanaged<LoopTimer>.fromOpaque(info).retain() }
+    return info
+}
+
+/// The context's `release`: the loop let go of the timer (see `LoopTimer.leftLoop`), and of the
+/// handle.
+private func timerLetGo(_ info: UnsafeRawPointer?) {
+    guard let info else { return }
+    let timer = Unmanaged<LoopTimer>.fromOpaque(info)
+    timer._withUnsafeGuaranteedRef { $0.leftLoop() }
+    timer.release()
+}
+
+/// The `done` of every C timer inside a `LoopTimer` (crunloop.h, `rl_timer_create_in`): its last
+/// reference is gone. When `deinit` left the object's memory to it (`TimerLife.kept`: the C timer
+/// outlived the handle), it gives back the unowned reference that kept the memory, which frees it.
+private func timerMemoryDone(_ memory: UnsafeMutableRawPointer?) {
+    guard let memory else { return }
+    let object = memory - LoopTimer.storageOffset
+    let kept = Unmanaged<LoopTimer>.fromOpaque(object)._withUnsafeGuaranteedRef {
+        $0.life.load(ordering: .acquiring) & TimerLife.kept != 0
+    }
+    if kept { MemoryKeeper.release(object) }
+}
+
+/// Room for the C timer inside a `LoopTimer` (`rl_timer_create_in`): `RL_TIMER_STORAGE_SIZE`
+/// bytes, which only the C core reads and writes once the timer is made.
+struct TimerStorage {
+    var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    /// Whether a C timer fits (the header this was built with says how large one is; the core
+    /// checks the size again).
+    static var fits: Bool { MemoryLayout<TimerStorage>.size >= Int(RL_TIMER_STORAGE_SIZE) }
+}
+
+/// An unowned reference to a `LoopTimer`, which keeps the object's memory (not its life): Swift
+/// frees an object's memory once its last strong and unowned references are gone. `deinit` takes
+/// one when the C timer inside the object outlives the handle (a loop's callout or its letting
+/// go still holds a C reference), and the C timer's `done` gives it back. Neither keeps the
+/// reference anywhere: `done` finds the object from the C timer's address.
+struct MemoryKeeper {
+    unowned let timer: LoopTimer
+
+    /// Takes an unowned reference to `timer` (also during its `deinit`).
+    static func retain(_ timer: LoopTimer) {
+        var slot: UInt = 0
+        withUnsafeMutablePointer(to: &slot) {
+            _ = UnsafeMutableRawPointer($0).initializeMemory(as: MemoryKeeper.self, to: MemoryKeeper(timer: timer))
+        }
+    }
+
+    /// Gives back an unowned reference that `retain` took to the object at `object`.
+    static func release(_ object: UnsafeMutableRawPointer) {
+        var slot = UInt(bitPattern: object)
+        withUnsafeMutablePointer(to: &slot) {
+            _ = UnsafeMutableRawPointer($0).assumingMemoryBound(to: MemoryKeeper.self).deinitialize(count: 1)
+        }
+    }
+}
+
+/// The bits of `LoopTimer.life` below the owner loop's address (a loop is at least 8-byte
+/// aligned).
+enum TimerLife {
+    /// The closure has been released (the timer ended).
+    static let ended: UInt = 1
+    /// `deinit` left the object's memory to the C timer inside it (see `MemoryKeeper`).
+    static let kept: UInt = 2
+    /// The C timer is not inside the object: made apart (`rl_timer_create_held`), or a C timer
+    /// made elsewhere that the handle wraps (`init(retaining:)`).
+    static let apart: UInt = 4
+    static let flags: UInt = 7
 }
 
 /// A timer: a closure a loop calls at a fire date, once or repeating.
@@ -45,35 +114,44 @@ private func timerContext(_ timer: LoopTimer) -> rl_context_t {
 /// the timer's closure captures the object (see ``LoopItem``). A loop that holds the timer keeps
 /// the handle alive, so a scheduled timer keeps firing after you drop your handle.
 ///
-/// **Cost.** One Swift allocation (this object) and one C allocation (the timer): the handle is
-/// the C timer's context (`rl_timer_create_held`), which a loop retains only while it holds the
-/// timer, so handle and C timer own each other without a cycle, and a callout reaches the handle
-/// with no retain, weak load or lookup.
+/// **Cost.** One allocation: the C timer lives inside this object (`rl_timer_create_in`). The
+/// handle is the C timer's context, which a loop retains only while it holds the timer
+/// (`RL_TIMER_IN_HELD`), so handle and C timer own each other without a cycle, and a callout
+/// reaches the handle with no retain, weak load or lookup. The core tells an invalidation whether
+/// the loop's release is still to come (`rl_timer_invalidate_held`), so the handle keeps no count
+/// of the loop's holds. Should the C timer outlive your last reference (a loop's callout still
+/// holds it), the object's memory, not its life, lasts until the C timer's last reference goes.
 ///
 /// **Threads.** Every member may be used from any thread; the timer is `Sendable`.
 ///
 /// `@unchecked Sendable`: the C timer pointer is set once, in `init`, and every C function used
-/// on it is thread-safe (crunloop.h, THREADS). The closure came in `sending` and is called only
-/// by the loop that fires the timer, one callout at a time; it is released (`end()`) only when
-/// no loop holds the timer (`held` zero: the core runs the release after a callout under way),
-/// and an invalid timer is never held again.
+/// on it is thread-safe (crunloop.h, THREADS); the C core alone touches `storage` once the timer
+/// is made. The closure came in `sending` and is called only by the loop that fires the timer,
+/// one callout at a time; it is released (`end()`, once: `life`'s `ended` bit) only when no
+/// callout can be running: by the loop's release, which the core runs after a callout under way,
+/// or by `invalidate()` when the core says no release follows (so no loop holds the timer, and
+/// an invalid timer is never held again).
 public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
-    /// The closure, as given; nil once the timer ended.
-    fileprivate var body: ((LoopTimer) -> Void)?
+    /// The C timer's memory (`rl_timer_create_in`): the first stored property, so that it is at
+    /// the start of the object's stored properties (checked in `init`, which makes the C timer
+    /// apart if it is not). Swift never reads it: the C core owns its bytes.
+    @exclusivity(unchecked) private final var storage = TimerStorage()
+    /// The closure, as given; nil once the timer ended. Unchecked exclusivity: a callout's read
+    /// and `end()`'s write never overlap (see `@unchecked Sendable` above), and a dynamic check
+    /// would cost each callout more than the borrow saves.
+    @exclusivity(unchecked) fileprivate final var body: TimerBody?
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
     /// that failed.
-    private var created: OpaquePointer?
-    /// How many holds of a loop are outstanding: the context's retains less its releases. A
-    /// count, not a flag: the release of one hold may run after the retain of the next (the
-    /// timer removed on one thread, added back on another).
-    /// Internal, not private: a test watches it.
-    let held = Atomic<Int>(0)
-    /// Whether the closure has been released.
-    private let ended = Atomic<Bool>(false)
-    /// The loop the timer belongs to (see `claim`), 0 before its first add.
-    private let owner = Atomic<UInt>(0)
+    private final var created: OpaquePointer?
+    /// The loop the timer belongs to (its address, claimed by its first add: see `claim`), and
+    /// the `TimerLife` bits. The owner is read by `leftLoop` only, which runs while that loop
+    /// holds the timer, so alive: it needs no reference.
+    final let life = Atomic<UInt>(0)
 
-    var raw: OpaquePointer { created.unsafelyUnwrapped }
+    /// Where `storage` is from the object's start, when the C timer lives there.
+    static let storageOffset = 16
+
+    final var raw: OpaquePointer { created.unsafelyUnwrapped }
 
     /// What a loop needs to hold the timer.
     public var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
@@ -84,48 +162,75 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         rl_retain(object(raw))
         body = nil
         created = raw
+        life.store(TimerLife.apart, ordering: .relaxed)
     }
 
     deinit {
-        if let created { rl_release(object(created)) }
+        guard let created else { return }
+        // Apart: the C timer's memory is its own. Inside: a C timer with no other reference ends
+        // here; one that other references keep gets the object's memory, which an unowned
+        // reference keeps until the C timer's done gives it back (timerMemoryDone).
+        let bits = life.load(ordering: .relaxed)
+        if bits & TimerLife.apart == 0 {
+            if rl_release_if_last(object(created)) { return }
+            MemoryKeeper.retain(self)
+            life.store(bits | TimerLife.kept, ordering: .releasing)
+        }
+        rl_release(object(created))
     }
 
+    /// Whether the C timer lives in this object (the tests).
+    var isInOwnMemory: Bool { life.load(ordering: .relaxed) & TimerLife.apart == 0 }
+
     /// Claims the timer for the loop at `loop` (the one-loop rule: a timer belongs to the first
-    /// loop it joins, for life): (whether it is that loop's, whether this call claimed it).
-    /// `owner` is then read by `leftLoop` only, which runs while that loop holds the timer, so
-    /// alive: it needs no reference.
-    func claim(_ loop: OpaquePointer?) -> (Bool, Bool) {
+    /// loop it joins, for life): (whether it is that loop's, whether this call claimed it). A
+    /// load when it is that loop's already; a compare-and-swap at its first add.
+    @inline(__always)
+    final func claim(_ loop: OpaquePointer?) -> (Bool, Bool) {
         let address = UInt(bitPattern: loop)
-        let (exchanged, current) = owner.compareExchange(
-            expected: 0, desired: address, ordering: .acquiringAndReleasing)
-        return (exchanged || current == address, exchanged)
+        var current = life.load(ordering: .acquiring)
+        while true {
+            let owner = current & ~TimerLife.flags
+            if owner != 0 || address & TimerLife.flags != 0 { return (owner == address, false) }
+            let (exchanged, now) = life.compareExchange(
+                expected: current, desired: current | address, ordering: .acquiringAndReleasing)
+            if exchanged { return (true, true) }
+            current = now
+        }
     }
 
     /// Gives back a claim that a failed first add made.
-    func unclaim(_ loop: OpaquePointer?) {
-        _ = owner.compareExchange(expected: UInt(bitPattern: loop), desired: 0, ordering: .acquiringAndReleasing)
+    final func unclaim(_ loop: OpaquePointer?) {
+        let address = UInt(bitPattern: loop)
+        var current = life.load(ordering: .acquiring)
+        while current & ~TimerLife.flags == address {
+            let (exchanged, now) = life.compareExchange(
+                expected: current, desired: current & TimerLife.flags, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            current = now
+        }
     }
 
-    /// The loop let go of the timer: it was invalidated (it ends), or its loop ended (it is
-    /// invalidated and ends), or it was removed from its last mode (it stays).
-    ///
-    /// The end is made here before `held` drops, so that `invalidate()` on another thread, which
-    /// ends the timer only when it finds `held` at zero, finds it ended (its acquire of `held`
-    /// sees `ended` and the released closure).
-    fileprivate func leftLoop() {
+    /// The loop let go of the timer (its context's release): it was invalidated (it ends), or its
+    /// loop ended (it is invalidated and ends), or it was removed from its last mode (it stays).
+    /// A release that another thread's invalidation overtakes may find the timer invalid as that
+    /// invalidation ends it too: `end()` ends it once.
+    fileprivate final func leftLoop() {
         if !rl_timer_is_valid(raw) {
             end()
-        } else if let loop = OpaquePointer(bitPattern: owner.load(ordering: .acquiring)), rl_loop_is_dead(loop) {
+        } else if let loop = OpaquePointer(bitPattern: life.load(ordering: .acquiring) & ~TimerLife.flags),
+            rl_loop_is_dead(loop)
+        {
             rl_timer_invalidate(raw)
             end()
         }
-        held.wrappingSubtract(1, ordering: .releasing)
     }
 
-    /// Releases the closure, once: from `leftLoop`, or from `invalidate()` (any thread) once no
-    /// loop holds the timer.
-    private func end() {
-        if ended.exchange(true, ordering: .acquiringAndReleasing) { return }
+    /// Releases the closure, once: from `leftLoop`, or from `invalidate()` (any thread) when no
+    /// release of a loop follows.
+    private final func end() {
+        if life.load(ordering: .relaxed) & TimerLife.ended != 0 { return }
+        if life.bitwiseOr(TimerLife.ended, ordering: .acquiringAndReleasing).oldValue & TimerLife.ended != 0 { return }
         body = nil
     }
 
@@ -145,24 +250,49 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
             tolerance: tolerance, order: order, body)
     }
 
-    /// The one that makes the C timer: a held timer (`rl_timer_create_held`), or a held timeout
-    /// (`rl_timer_create_timeout_held`: one-shot, dormant after it fired) for ``LoopTimeout``.
+    /// The one that makes the C timer: a held timer, or a held timeout (one-shot, dormant after
+    /// it fired) for ``LoopTimeout``, in this object's own memory (`rl_timer_create_in`), so that
+    /// a timer is one allocation.
     init(
         fireDate: Double, interval: Double, timeout: Bool, tolerance: Duration, order: Int,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
-        self.body = body
-        var context = timerContext(self)
-        let made =
-            timeout
-            ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
-            : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
+        self.body = TimerBody(body: consume body)  // moved: no retain, and no release at the end
+        var context = rl_context_t(
+            info: Unmanaged.passUnretained(self).toOpaque(), retain: { timerHeld($0) },
+            release: { timerLetGo($0) })
+        let made: OpaquePointer?
+        if let place = storagePlace() {
+            var storage = rl_timer_storage(
+                memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: { timerMemoryDone($0) })
+            let flags = UInt32(RL_TIMER_IN_HELD) | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
+            made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
+        } else {
+            life.store(TimerLife.apart, ordering: .relaxed)
+            made =
+                timeout
+                ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
+                : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
+        }
         guard let raw = made else { throw lastCError() }
         created = raw
-        if tolerance != .zero {
+        if tolerance._low != 0 || tolerance._high != 0 {
             let code = rl_timer_set_tolerance(raw, tolerance.loopSeconds)
             if code != 0 { throw LoopError(code: code) ?? .invalidArgument }
         }
+    }
+
+    /// The address of `storage` when the C timer may live there: `storageOffset` bytes into this
+    /// object, where its stored properties begin (an `inout` access to a final stored property of
+    /// a class is the property itself, and `_getUnsafePointerToStoredProperties` is where a
+    /// class's stored properties begin, as `ManagedBuffer` finds its header); nil otherwise, and
+    /// the C timer is made apart.
+    private final func storagePlace() -> UnsafeMutableRawPointer? {
+        guard TimerStorage.fits else { return nil }
+        let field = withUnsafeMutablePointer(to: &storage) { UnsafeMutableRawPointer($0) }
+        let start = _getUnsafePointerToStoredProperties(self)
+        return field == start && start - UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+            == LoopTimer.storageOffset ? field : nil
     }
 
     /// A timer first due `delay` from now (see ``init(fireAt:repeatingEvery:tolerance:order:_:)-(LoopInstant,_,_,_,_)``).
@@ -190,10 +320,9 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// Removes the timer from every mode of its loop and ends it: its closure is released now, or
     /// as its callout under way returns. Also from inside its own callout. Any thread.
     public func invalidate() {
-        rl_timer_invalidate(raw)
         // Held: the loop's release ends it (after a callout under way). Not held: end it here;
         // an invalid timer cannot be held again.
-        if held.load(ordering: .acquiring) == 0 { end() }
+        if rl_timer_invalidate_held(raw) { end() }
     }
 
     /// Whether the timer can still fire (not invalidated, and a one-shot timer not yet fired).

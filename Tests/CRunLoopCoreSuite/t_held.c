@@ -305,3 +305,177 @@ RLT_TEST(held_timer_info_lives_through_a_callout_while_another_thread_removes_it
     tt_join(th);
     RLT_CHECK_EQ(atomic_load(&released_inside), 0);
 }
+
+/* ---- rl_timer_invalidate_held: whether a release of the context follows the invalidation ---- */
+
+RLT_TEST(held_timer_invalidated_in_no_loop_leaves_the_end_to_the_caller) {
+    static held_t h; /* static: a failed check returns with the timer still in the loop */
+    h = (held_t){0};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = held_timer(&h, 100, 0);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK(rl_timer_invalidate_held(t)); /* never in a loop: no release follows */
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK(!rl_timer_invalidate_held(t)); /* already invalid */
+    RLT_CHECK(!rl_timer_invalidate_held(NULL));
+    rl_release(t);
+    RLT_CHECK_EQ(RETAINS(&h), 0);
+    RLT_CHECK_EQ(RELEASES(&h), 0);
+    /* Removed from its last mode, then invalidated: the removal's release ran, none follows. */
+    h = (held_t){0};
+    t = held_timer(&h, 100, 1);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+    RLT_CHECK(rl_timer_invalidate_held(t));
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+    rl_release(t);
+    /* An ordinary timer: true when this call invalidated it. */
+    rl_timer_t *plain = rl_timer_create(rl_time_now() + 100, 0, 0, held_fired, NULL);
+    RLT_CHECK(plain != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, plain, DEF), 0);
+    RLT_CHECK(rl_timer_invalidate_held(plain));
+    RLT_CHECK(!rl_timer_invalidate_held(plain));
+    rl_release(plain);
+}
+
+RLT_TEST(held_timer_invalidated_in_a_loop_releases_its_context_inside_the_call) {
+    static held_t h; /* static: a failed check returns with the timer still in the loop */
+    h = (held_t){0};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *t = held_timer(&h, 100, 1);
+    RLT_CHECK(t != NULL);
+    h.loop = loop;
+    h.timer = t;
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "other"), 0);
+    RLT_CHECK_EQ(RELEASES(&h), 0);
+    RLT_CHECK(!rl_timer_invalidate_held(t)); /* a release follows: it ran inside the call */
+    RLT_CHECK_EQ(RETAINS(&h), 1);
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK(!rl_timer_invalidate_held(t));
+    rl_release(t);
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+}
+
+/* A callout that invalidates its own timer with rl_timer_invalidate_held: first as it stays in
+ * its mode, then (a second timer) after removing it from its last mode; both times the release
+ * is due as the callout returns, so the call says that one follows. */
+static atomic_int held_said_caller, held_released_inside;
+static void invalidate_self_held(rl_timer_t *t, void *info) {
+    held_t *h = info;
+    atomic_fetch_add(&h->calls, 1);
+    if (h->timer) (void)rl_loop_remove_timer(h->loop, t, DEF); /* h->timer: remove first */
+    if (rl_timer_invalidate_held(t)) atomic_fetch_add(&held_said_caller, 1);
+    if (atomic_load(&h->count.releases) != 0) atomic_fetch_add(&held_released_inside, 1);
+}
+
+RLT_TEST(held_timer_invalidated_by_its_own_callout_is_released_after_it) {
+    static held_t h[2]; /* static: a failed check returns with the timer still in the loop */
+    atomic_store(&held_said_caller, 0);
+    atomic_store(&held_released_inside, 0);
+    rl_loop_t *loop = rl_loop_get_current();
+    for (int i = 0; i < 2; i++) {
+        h[i] = (held_t){.loop = loop};
+        rl_context_t c = {&h[i], tt_count_retain, held_release};
+        rl_timer_t *t = rl_timer_create_held(rl_time_now(), 0.001, 0, invalidate_self_held, &c);
+        RLT_CHECK(t != NULL);
+        if (i == 1) h[i].timer = t;
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+        RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+        RLT_CHECK_EQ(atomic_load(&h[i].calls), 1);
+        RLT_CHECK_EQ(RETAINS(&h[i]), 1);
+        RLT_CHECK_EQ(RELEASES(&h[i]), 1);
+        RLT_CHECK(!rl_timer_is_valid(t));
+        rl_release(t);
+    }
+    RLT_CHECK_EQ(atomic_load(&held_said_caller), 0);
+    RLT_CHECK_EQ(atomic_load(&held_released_inside), 0);
+}
+
+/* One thread removes a held timer from its last mode while another invalidates it with
+ * rl_timer_invalidate_held: between the call's answer and the releases that find the timer
+ * invalid, the end falls to someone every time (the call says true, or a release finds it
+ * invalid). */
+typedef struct {
+    atomic_int valid_releases, invalid_releases;
+    rl_timer_t *_Atomic timer;
+} race_info_t;
+
+static const void *race_retain(const void *info) { return info; }
+
+static void race_release(const void *info) {
+    race_info_t *r = (race_info_t *)info;
+    if (rl_timer_is_valid(atomic_load(&r->timer))) atomic_fetch_add(&r->valid_releases, 1);
+    else atomic_fetch_add(&r->invalid_releases, 1);
+}
+
+typedef struct {
+    rl_loop_t *loop;
+    race_info_t *info;
+    atomic_int go, done;
+    atomic_bool said_caller, quit;
+} race_t;
+
+static void *race_remover(void *arg) {
+    race_t *r = arg;
+    int seen = 0;
+    while (!atomic_load(&r->quit)) {
+        int now = atomic_load(&r->go);
+        if (now == seen) {
+            sched_yield();
+            continue;
+        }
+        seen = now;
+        for (int spin = (now * 7) % 64; spin > 0; spin--) __asm__ volatile("");
+        (void)rl_loop_remove_timer(r->loop, atomic_load(&r->info->timer), DEF);
+        atomic_fetch_add(&r->done, 1);
+    }
+    return NULL;
+}
+
+static void *race_invalidator(void *arg) {
+    race_t *r = arg;
+    int seen = 0;
+    while (!atomic_load(&r->quit)) {
+        int now = atomic_load(&r->go);
+        if (now == seen) {
+            sched_yield();
+            continue;
+        }
+        seen = now;
+        for (int spin = (now * 13) % 64; spin > 0; spin--) __asm__ volatile("");
+        atomic_store(&r->said_caller, rl_timer_invalidate_held(atomic_load(&r->info->timer)));
+        atomic_fetch_add(&r->done, 1);
+    }
+    return NULL;
+}
+
+RLT_TEST(held_timer_removed_and_invalidated_on_two_threads_ends_once) {
+    static race_info_t info;
+    static race_t r;
+    r = (race_t){.loop = rl_loop_get_current(), .info = &info};
+    pthread_t remover = tt_spawn(race_remover, &r), invalidator = tt_spawn(race_invalidator, &r);
+    int neither = 0;
+    enum { ROUNDS = 20000 };
+    for (int i = 1; i <= ROUNDS; i++) {
+        info = (race_info_t){0};
+        rl_context_t c = {&info, race_retain, race_release};
+        rl_timer_t *t = rl_timer_create_held(rl_time_now() + 100, 1, 0, held_fired, &c);
+        RLT_CHECK(t != NULL);
+        atomic_store(&info.timer, t);
+        RLT_CHECK_EQ(rl_loop_add_timer(r.loop, t, DEF), 0);
+        atomic_store(&r.go, i);
+        while (atomic_load(&r.done) != 2 * i) sched_yield();
+        int invalid = atomic_load(&info.invalid_releases);
+        if (!atomic_load(&r.said_caller) && invalid == 0) neither++;
+        RLT_CHECK_EQ(atomic_load(&info.valid_releases) + invalid, 1); /* one hold, one release */
+        rl_release(t);
+    }
+    atomic_store(&r.quit, true);
+    tt_join(remover);
+    tt_join(invalidator);
+    RLT_CHECK_EQ(neither, 0);
+}

@@ -329,6 +329,36 @@ struct TimerAPI<Item> {
     }
 }
 
+extension TimerAPI {
+    /// One part of `measure` alone, `count` timers (for callgrind and perf).
+    @inline(never)
+    func part(_ name: String, _ count: Int) {
+        var timers: [Item] = []
+        timers.reserveCapacity(1000)
+        for _ in 0..<max(1, count / 1000) {
+            switch name {
+            case "create":
+                for _ in 0..<1000 { timers.append(make()) }
+                for timer in timers { drop(timer) }
+                timers.removeAll(keepingCapacity: true)
+            case "addfire":
+                for _ in 0..<1000 { timers.append(make()) }
+                for timer in timers { add(timer) }
+                pass()
+                for timer in timers { drop(timer) }
+                timers.removeAll(keepingCapacity: true)
+            default:
+                for _ in 0..<1000 {
+                    let timer = make()
+                    add(timer)
+                    drop(timer)
+                    pass()
+                }
+            }
+        }
+    }
+}
+
 /// The least a Swift timer handle can cost to create and release, whatever its design: an object
 /// that stores the user's closure and has room for the C timer inside it (104 bytes, so one
 /// allocation in all), plus the clock reading with which the C core clamps a past fire date. It
@@ -360,25 +390,27 @@ func floorCreateRelease(_ count: Int) -> Double {
     return Double(nowNanos() - start) / Double(batches * batch)
 }
 
-func swiftTimers(_ count: Int) -> TimerCosts {
+func swiftTimers(_ count: Int, part: String? = nil) -> TimerCosts {
     let loop = Loop.current
     let fired = Count()
     let due = LoopInstant(monotonicSeconds: 0)
-    return TimerAPI<LoopTimer>(
+    let api = TimerAPI<LoopTimer>(
         fired: fired,
         make: { try! LoopTimer(fireAt: due) { _ in fired.value += 1 } },
         add: { try! loop.add($0, in: .default) },
         pass: { try! loop.run(mode: .default, for: .zero) },
         drop: { _ in }
-    ).measure(count, batch: 1000)
+    )
+    if let part { api.part(part, count); return TimerCosts() }
+    return api.measure(count, batch: 1000)
 }
 
-func cTimers(_ count: Int) -> TimerCosts {
+func cTimers(_ count: Int, part: String? = nil) -> TimerCosts {
     let loop: OpaquePointer = rl_loop_get_current()
     let fired = Count()
     var context = rl_context_t()
     context.info = Unmanaged.passUnretained(fired).toOpaque()
-    return TimerAPI<OpaquePointer>(
+    let api = TimerAPI<OpaquePointer>(
         fired: fired,
         make: {
             rl_timer_create(0, 0, 0, { _, info in
@@ -388,7 +420,9 @@ func cTimers(_ count: Int) -> TimerCosts {
         add: { rl_loop_add_timer(loop, $0, RL_DEFAULT_MODE) },
         pass: { rl_run_in_mode(RL_DEFAULT_MODE, 0, false) },
         drop: { rl_release(UnsafeMutableRawPointer($0)) }
-    ).measure(count, batch: 1000)
+    )
+    if let part { api.part(part, count); return TimerCosts() }
+    return api.measure(count, batch: 1000)
 }
 
 func foundationTimers(_ count: Int) -> TimerCosts {
@@ -568,6 +602,21 @@ if jobsOnly {
             print("actor jobs on \(name), \(mode): \(figures.map { String(format: "%.0f", $0) }.joined(separator: ", ")) calls/s")
         }
     }
+    exit(0)
+}
+
+// --timer-part VARIANT PART N: N timers of one part (create; addfire, with their create and release;
+// life) of one variant (swift, c, or floor: its create+release), and nothing else (for callgrind and
+// perf: see benchmarks/README.md).
+if let flag = CommandLine.arguments.firstIndex(of: "--timer-part"), flag + 3 < CommandLine.arguments.count,
+    let n = Int(CommandLine.arguments[flag + 3])
+{
+    let variant = CommandLine.arguments[flag + 1], part = CommandLine.arguments[flag + 2]
+    let t = startThread {
+        if variant == "c" { _ = cTimers(n, part: part) } else if variant == "swift" { _ = swiftTimers(n, part: part) }
+        else { _ = floorCreateRelease(n) }
+    }
+    pthread_join(t, nil)
     exit(0)
 }
 

@@ -346,8 +346,9 @@ RL_API void rl_release(void *object);
 /* Drop the caller's reference only if it is the object's last: then as rl_release (the object is
  * destroyed) and true; false, with nothing changed, while another reference remains (a loop's,
  * a callout's). For an owner whose memory holds the object (rl_timer_create_in): when this says
- * false, it arranges for its memory to outlast the object's done, then calls rl_release. One
- * compare-and-swap. NULL: false. An addition beyond CF. */
+ * false, it arranges for its memory to outlast the object's done, then calls rl_release. A
+ * load, and a compare-and-swap when the reference may be the last. NULL: false. An addition
+ * beyond CF. */
 RL_API bool rl_release_if_last(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
@@ -853,6 +854,18 @@ RL_API bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *timer, const cha
 /* Remove timer from every mode and stop it for good. A one-shot timer is invalidated after its
  * callout returns. */
 RL_API void rl_timer_invalidate(rl_timer_t *timer);
+/* rl_timer_invalidate for the owner of a held timer's context (rl_timer_create_held and the held
+ * timeouts and timers in storage), saying whether ending what the context holds falls to the
+ * caller: true when this call invalidated the timer while no loop held its context (it was in no
+ * loop, and no release of its context was due), so that no release follows the invalidation;
+ * false when the timer was already invalid (NULL included), or when a release of the context
+ * follows (it ran inside this call, or runs as the timer's callout under way returns, on the
+ * loop's thread), which then finds the timer invalid (rl_timer_is_valid). A release that another
+ * thread began before this call (the timer left its last loop there) may find the timer invalid
+ * too: a wrapper ends its context once, whoever comes first. For a timer that is not held: true
+ * when this call invalidated it. Any thread, also from the timer's callout. An addition beyond
+ * CF, for wrappers whose handle is the context (it needs no count of the loop's holds). */
+RL_API bool rl_timer_invalidate_held(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
 /* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
