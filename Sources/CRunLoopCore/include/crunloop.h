@@ -152,7 +152,9 @@
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
  *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
  *   radix sort in O(k) above) and allocates only when k > 32 and more than the
- *   loop's previous fire phase kept room for (up to 4096). Ownership
+ *   loop's previous fire phase kept room for (up to 4096). It holds them until it ends, as
+ *   CF's holds its array of due timers, but without a reference each: a timer it took that a
+ *   callout (or another thread) removes keeps one of the loop's references until then. Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
@@ -905,9 +907,10 @@ enum {
  *   Threads: done runs on the thread that dropped the last reference: inside the caller's
  *   rl_release or rl_release_if_last, inside rl_timer_invalidate or rl_loop_remove_timer (on
  *   whatever thread calls them) when the loop's references were the last, on the loop's thread
- *   after a callout of the timer (a one-shot timer's, or any whose callout invalidated it and
- *   dropped the other references: the loop holds the timer for the whole callout), or as the
- *   loop ends with its thread. No lock of the library is held; the library touches the memory
+ *   as a timer phase that took the timer as due ends (the phase holds every timer it took until
+ *   then, as CF's does: so a one-shot timer fired, or a due timer that a callout or another
+ *   thread invalidated or removed while the phase ran, goes then when nothing else holds it), or
+ *   as the loop ends with its thread. No lock of the library is held; the library touches the memory
  *   no more once done is called, so done may free it, reuse it for a new timer, or let its
  *   owner go.
  *   Fork: in the child, a timer that another thread's loop holds stays in that dead loop (see
