@@ -476,14 +476,21 @@ static inline size_t keep_for_phase(rl_loop_t *loop, rl_timer_t *t, bool taken, 
     return releases - 1;
 }
 
+/* rl_loop_remove_timer's removal of a timer that was marked taken (untake cleared the mark):
+ * out of line, so that the usual removal keeps its registers. */
+static __attribute__((noinline)) size_t remove_taken(rl_loop_t *loop, rl_timer_t *t, const char *name, size_t *removed) {
+    *removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
+    return keep_for_phase(loop, t, true, *removed);
+}
+
 int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     rl_loop_lock(loop);
-    bool taken = untake(loop, t);
-    size_t removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
-    size_t releases = keep_for_phase(loop, t, taken, removed);
+    size_t removed, releases;
+    if (__builtin_expect(untake(loop, t), 0)) releases = remove_taken(loop, t, name, &removed);
+    else releases = removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
     rl_loop_unlock(loop);
     if (!removed) return -ENOENT;
     settle_held(t);
