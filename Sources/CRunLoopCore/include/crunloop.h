@@ -495,8 +495,8 @@ RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
  * of fork, a write the fork cut short is ended and its record voided. A dead loop keeps its
  * figures.
  * Cost: to the loop, about 23 instructions per fired timer (a multiply, a shift and an
- * increment; a load and a comparison that look for a nested run: 725 per fired one-shot timer,
- * of which 7 for that look, benchmarks/timer-instructions with gcc 12), four loads and a
+ * increment; a load and a comparison that look for a nested run: about 600 per fired one-shot
+ * timer, of which 7 for that look, benchmarks/timer-instructions with gcc 12), four loads and a
  * comparison per phase that called out; no clock reading of its own and no lock; an empty pass costs nothing more. To the
  * reader, O(RL_LAG_BUCKETS) atomic loads (and as many compare-and-swaps with RL_LAG_RESET).
  * RL_LAG_BUCKETS sizes late[], part of the struct's layout: it can never change. */
