@@ -13,8 +13,9 @@
  *                   address: guards source->links (which loops hold the source).
  *   loop->lock      guards the loop's modes, their item sets and heaps, the common-item sets,
  *                   the block queues, the deferred signalled links, the fd table, the run stack,
- *                   the loop's kernel objects once it is dead, and every field of an item that
- *                   its owning loop reads (timer keys, observer and source memberships). It has
+ *                   the loop's kernel objects once it is dead, the references handed to its
+ *                   fire phase (phase_deferred), and every field of an item that its owning loop
+ *                   reads (timer keys, observer and source memberships, obj.marks). It has
  *                   two halves (rl_loop_lock, below): the mutex, and on the loop's own thread a
  *                   fast section that excludes every other thread's hold of the mutex by a
  *                   handshake instead (timer and observer calls of the loop's thread: re-arm,
@@ -57,17 +58,23 @@ enum rl_type { RL_TYPE_LOOP = 0x4c50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBS
 
 /* 8 bytes, the head of every object: a 32-bit count (2^31 - 1 references is far more than any
  * program holds, and every item is a few bytes smaller for it: a timer fits malloc's 80-byte
- * class), the type's magic and a byte of per-type bits. */
+ * class), the type's magic, a byte of per-type bits, and a byte of per-type marks. The marks are
+ * plain (no atomic): they are read and written only under the lock of the loop that owns the item,
+ * and only while it owns it (timers: RL_TIMER_TAKEN). They are a memory location apart from bits,
+ * which other threads change by atomic operations with no lock. */
 typedef struct rl_object {
     atomic_int refs;
     uint16_t type;
     atomic_uchar bits;  /* per type (timers: RL_TIMER_*) */
+    uint8_t marks;      /* per type, owner loop's lock (timers: RL_TIMER_TAKEN) */
 } rl_object;
+_Static_assert(sizeof(rl_object) == 8, "the head of every object grew");
 
 static inline void rl_object_init(rl_object *object, uint16_t type) {
     atomic_init(&object->refs, 1);
     object->type = type;
     atomic_init(&object->bits, 0);
+    object->marks = 0;
 }
 /* The end of rl_release once the count is read (before is the count before it): the object is
  * destroyed, or the process aborted if no reference was left. */
@@ -358,6 +365,15 @@ typedef struct rl_timer_record {
 enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELEASE_DUE = 8, RL_TIMER_IDLE = 16,
        RL_TIMER_TIMEOUT = 32, RL_TIMER_IN_STORAGE = 64, RL_TIMER_REPEATS = 128 };
 
+/* obj.marks of a timer (owner loop's lock, while it owns the timer). TAKEN: the owner's outermost
+ * fire phase took the timer as due, without a reference of its own: the references of the
+ * timer's memberships keep it alive, and the first removal that drops any of them (clearing the
+ * mark) hands one to the phase instead of releasing it (loop->phase_deferred), which the phase
+ * releases as it ends. Set only by that phase as it takes its due timers; cleared by such a
+ * removal, by fire() as it parks the timer after its callout, or by the phase's end. Never set
+ * outside an outermost fire phase (rl_loop_verify). */
+enum { RL_TIMER_TAKEN = 1 };
+
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);
 
@@ -489,6 +505,13 @@ struct rl_loop {
      * The loop's thread only (and its destruction). */
     void *fire_spare;
     size_t fire_spare_cap;
+    /* While the loop's outermost fire phase runs (timer.c), the references that removals of the
+     * timers it took (RL_TIMER_TAKEN) handed to it, to release as it ends: room for cap, one per
+     * timer it took; NULL between phases (and in a phase abandoned by fork or thread exit). The
+     * array is set and taken back by the loop's thread, appended to by any thread; all under
+     * the lock (the loop's thread reads the pointer without it: only it writes it). */
+    struct rl_timer **phase_deferred;
+    size_t phase_deferred_n, phase_deferred_cap;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
      * under the lock only when it moved since they were collected. */
@@ -650,8 +673,17 @@ static inline double rl_timers_earliest(rl_mode *mode) {
  * scheduling) order, each only if an earlier callout left it due, valid and in this loop. One-shot
  * timers are invalidated after their callout, repeating ones move to their next grid point.
  * Unlocked. Returns false when a due timer could not be taken (out of memory): it stays due for
- * the next pass. */
+ * the next pass. The outermost phase takes its timers without a reference (RL_TIMER_TAKEN); a
+ * nested one (a callout ran the loop) retains each. */
 RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
+/* The outermost fire phase of loop will never end: its thread exited inside one of its callouts
+ * (teardown), or is not in this process (the child of fork). Removals stop handing references
+ * to it (those it holds leak with its frame, as a nested phase's retains do) and release them
+ * all. Loop locked, or the child of fork. */
+static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
+    loop->phase_deferred = NULL;
+    loop->phase_deferred_n = loop->phase_deferred_cap = 0;
+}
 /* Free the list a fire phase kept (the loop's destruction). */
 RL_HIDDEN void rl_timers_free_spare(rl_loop_t *loop);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);
@@ -762,7 +794,8 @@ RL_HIDDEN double rl_elapsed_since(double start);
  * list order and activity mask, the owner pointers of its timers and observers, the common sets
  * (each member of the right kind, its timers and observers owned by the loop; a member may be
  * missing from a common mode it was removed from by name, as in CF), the fd table (interest unions, parked fds, counts), the
- * signal links of its sources, and the queued blocks and their counts. Appends one line per
+ * signal links of its sources, the queued blocks and their counts, and the fire phase's marks
+ * (RL_TIMER_TAKEN only while it runs, within the room it has for references). Appends one line per
  * violation to report (when report is not NULL) and returns how many it found: 0 means
  * consistent. Any thread; takes the loop's lock (callouts hold none, so a callout may call it).
  * Debug builds (-DRL_DEBUG) also call it after every change of membership. */

@@ -299,6 +299,9 @@ static rl_object *any_item(rl_loop_t *loop) {
 void rl_loop_teardown(rl_loop_t *loop) {
     rl_loop_lock_mutex(loop);
     loop->dead = true; /* from here on, adds fail: the loop only empties */
+    /* A fire phase still published was cut short by the thread's exit inside a callout: its
+     * frame is gone, and the removals below must not write into it. */
+    rl_timers_abandon_phase(loop);
     rl_loop_unlock(loop);
     rl_blocks_drop_all(loop);
     /* One item at a time, so that nothing is allocated: teardown cannot fail halfway. */
@@ -334,6 +337,10 @@ void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
      * again): dead, and nothing of it may reach the parent's kernel objects. Its frames are on a
      * stack no thread runs. */
     loop->run = NULL;
+    /* So is its fire phase, if it was in one, and glibc may hand that stack to a new thread. (The
+     * forking thread's own phase, when it forked inside a timer callout, goes on on its stack
+     * even if its loop could not be renewed.) */
+    if (!survives) rl_timers_abandon_phase(loop);
     rl_loop_close(loop);
 }
 

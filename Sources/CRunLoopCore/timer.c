@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,14 +447,62 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     return rc;
 }
 
+/* ---- Timers an outermost fire phase took (RL_TIMER_TAKEN, internal.h): every removal below
+ * keeps one reference of such a timer for the phase, so that the timers in its list live until
+ * it ends although it holds no reference of its own. ---- */
+
+/* Before taking t out of modes of loop (loop locked): whether loop's outermost fire phase took
+ * t. The mark is cleared now, while t is surely loop's: once disowned, another loop may claim it
+ * and its phase mark it. */
+static inline bool untake_owned(rl_timer_t *t) {
+    if (__builtin_expect(!(t->obj.marks & RL_TIMER_TAKEN), 1)) return false;
+    t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
+    return true;
+}
+/* The same for a t that loop may not own (then another loop's lock guards its marks). */
+static inline bool untake(rl_loop_t *loop, rl_timer_t *t) {
+    return atomic_load_explicit(&t->loop, memory_order_relaxed) == loop && untake_owned(t);
+}
+
+static __attribute__((noinline, noreturn)) void phase_overflow(rl_loop_t *loop) {
+    fprintf(stderr, "crunloop: loop %p: a fire phase was handed more references than it took timers (%zu)\n",
+            (void *)loop, loop->phase_deferred_cap);
+    abort();
+}
+
+/* After the removal (loop still locked), which dropped releases references of t: how many the
+ * caller releases, unlocked. A taken timer hands one to the phase, which releases it as it ends
+ * (unless the phase was abandoned: then they all go now); one that lost none is still loop's,
+ * and still taken. */
+static inline size_t keep_for_phase(rl_loop_t *loop, rl_timer_t *t, bool taken, size_t releases) {
+    if (__builtin_expect(!taken, 1)) return releases;
+    if (!releases) {
+        if (atomic_load_explicit(&t->loop, memory_order_relaxed) == loop) t->obj.marks |= RL_TIMER_TAKEN;
+        return 0;
+    }
+    if (!loop->phase_deferred) return releases;
+    if (__builtin_expect(loop->phase_deferred_n == loop->phase_deferred_cap, 0)) phase_overflow(loop);
+    loop->phase_deferred[loop->phase_deferred_n++] = t;
+    return releases - 1;
+}
+
+/* rl_loop_remove_timer's removal of a timer that was marked taken (untake cleared the mark):
+ * out of line, so that the usual removal keeps its registers. */
+static __attribute__((noinline)) size_t remove_taken(rl_loop_t *loop, rl_timer_t *t, const char *name, size_t *removed) {
+    *removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
+    return keep_for_phase(loop, t, true, *removed);
+}
+
 int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     rl_loop_lock(loop);
-    size_t releases = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
+    size_t removed, releases;
+    if (__builtin_expect(untake(loop, t), 0)) releases = remove_taken(loop, t, name, &removed);
+    else releases = removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
     rl_loop_unlock(loop);
-    if (!releases) return -ENOENT;
+    if (!removed) return -ENOENT;
     settle_held(t);
     while (releases--) rl_release(t);
     RL_DEBUG_VERIFY(loop, "rl_loop_remove_timer");
@@ -469,8 +518,12 @@ bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 }
 
 /* Take t out of every mode of loop, its owner, and out of its common set; disown it. Loop
- * locked. Returns how many references the memberships held: the caller releases them unlocked. */
-static size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) { return rl_members_leave_loop(loop, &rl_timer_kind, &t->obj); }
+ * locked, t owned by loop. Returns how many references the memberships held, less the one a fire
+ * phase keeps (keep_for_phase): the caller releases them unlocked. */
+static inline __attribute__((always_inline)) size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
+    bool taken = untake_owned(t);
+    return keep_for_phase(loop, t, taken, rl_members_leave_loop(loop, &rl_timer_kind, &t->obj));
+}
 
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
@@ -693,8 +746,10 @@ double rl_timers_wake_date(rl_mode *mode) { return rl_heap_coalesce(&mode->timer
 
 /* ---- The timer phase of a pass ---------------------------------------------------------------- */
 
-/* A due timer taken for firing: its key (to sort by) and the timer, retained; while the list is
- * sorted (before the timers are taken), tie holds the entry's seq for a run of equal dates. */
+/* A due timer taken for firing: its key (to sort by; its node is not looked at once the timers
+ * are taken, since a chained entry is freed as its timer leaves the mode) and the timer; while
+ * the list is sorted (before the timers are taken), tie holds the entry's seq for a run of equal
+ * dates. */
 typedef struct {
     rl_heap_slot key;
     union {
@@ -702,6 +757,9 @@ typedef struct {
         uint64_t tie;
     };
 } due_timer;
+
+/* The phase's deferred references (loop->phase_deferred) live in the scratch half of its list. */
+_Static_assert(sizeof(due_timer) >= sizeof(rl_timer_t *), "a due list's scratch must hold a pointer per timer");
 
 static inline bool due_less(const due_timer *a, const due_timer *b) { return rl_heap_slot_less(&a->key, &b->key); }
 
@@ -827,32 +885,40 @@ static double next_on_grid(double fired, double interval, double now) {
     return next;
 }
 
+/* What fire() did: FIRED, it called out; SETTLED (outermost phase only), t is no longer marked
+ * taken for the phase (fire() cleared the mark, or t left the loop) and fire() is done with it: the
+ * phase must not touch t again, which may be gone. */
+enum { FIRED = 1, SETTLED = 2 };
+
 /* Fire one timer taken at now, if it is still due, valid and in this loop (an earlier callout
- * may have changed any of that); its lateness counts to found. Nothing locked. Returns whether
- * it called out. */
-static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
+ * may have changed any of that); its lateness counts to found. outer: the loop's outermost phase,
+ * which took t without a reference (RL_TIMER_TAKEN). Nothing locked. */
+static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, bool outer) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
-    if (!(fired <= now) || atomic_load(&t->loop) != loop) return false;
+    if (!(fired <= now) || atomic_load(&t->loop) != loop) return 0;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
      * and, if held, no release due, in one step. */
     unsigned char bits = atomic_load(&t->obj.bits);
     do {
         if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
-            return false;
+            return 0;
     } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
     /* A held timer disowned since the check above may have had its context released already:
      * from now on FIRING defers any release to the callout's end, but this one is gone. */
     if ((bits & RL_TIMER_HELD) && atomic_load(&t->loop) != loop) {
         (void)end_callout(t, 0);
-        return false;
+        return 0;
     }
     rl_lag_late(loop, found - fired);
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->record->callback, t, t->info);
     RL_COUNT(loop, timers_fired, 1);
     if (!(bits & (RL_TIMER_REPEATS | RL_TIMER_TIMEOUT))) {
-        /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step. */
-        if (end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
-        return true;
+        /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step;
+         * leaving its owner clears its mark (or another loop's took it off). Invalidated during
+         * the callout: by another thread maybe, whose removal may be still to come. */
+        if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
+        leave_owner(t);
+        return FIRED | SETTLED;
     }
     if (is_valid(t)) {
         /* A date set from inside the callout that is later than the one fired is kept (a timeout
@@ -868,11 +934,26 @@ static bool fire(rl_loop_t *loop, rl_timer_t *t, double now, double found) {
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, (bits & RL_TIMER_REPEATS) ? next_on_grid(fired, interval_of(t, bits), rl_time_now())
                                                                     : INFINITY);
-        if (owner == loop) rl_loop_unlock_own(loop);
-        else rl_owner_unlock(&t->loop, owner);
+        if (owner != loop) {
+            rl_owner_unlock(&t->loop, owner);
+        } else if (!outer) {
+            rl_loop_unlock_own(loop);
+        } else {
+            /* Done with t while it is still locked: its mark goes (so the phase's end need not
+             * come back to it) and its callout ends, since from the unlock on a removal may drop
+             * its last reference. A release due (none is while this loop owns a held timer: a
+             * claim takes it back) runs unlocked, from what was read under the lock. */
+            t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
+            void (*release)(const void *) = t->record->release;
+            const void *info = t->info;
+            unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE));
+            rl_loop_unlock_own(loop);
+            if ((was & RL_TIMER_RELEASE_DUE) && release) release(info);
+            return FIRED | SETTLED;
+        }
     }
     (void)end_callout(t, 0);
-    return true;
+    return FIRED;
 }
 
 enum { FIRE_AHEAD = 8 };
@@ -926,10 +1007,45 @@ void rl_timers_free_spare(rl_loop_t *loop) {
     loop->fire_spare = NULL;
 }
 
+/* The end of an outermost phase: under the lock, the mark off each of the left timers (those
+ * fire() did not settle) that the loop still owns (one it no longer owns lost it as it left,
+ * and may carry another loop's since), and the phase's references taken off the loop; then,
+ * unlocked, those references go: a timer whose last one this is is destroyed now, as CF releases
+ * its array of due timers as its timer phase ends. Few timers are left in the usual case (one
+ * whose fire date a callout moved or that it removed): the fast section then. */
+static void end_phase(rl_loop_t *loop, const due_timer *left, size_t n_left) {
+    bool fast = n_left <= 32;
+    if (fast) rl_loop_lock_own(loop);
+    else rl_loop_lock_mutex(loop);
+    for (size_t i = 0; i < n_left; i++) {
+        rl_timer_t *t = left[i].timer;
+        if (atomic_load_explicit(&t->loop, memory_order_relaxed) == loop) t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
+    }
+    rl_timer_t **deferred = loop->phase_deferred;
+    size_t n = loop->phase_deferred_n;
+    rl_timers_abandon_phase(loop); /* ended: no phase is published */
+    if (fast) rl_loop_unlock_own(loop);
+    else rl_loop_unlock(loop);
+    for (size_t i = 0; i < n; i++) rl_object_release(&deferred[i]->obj);
+}
+
+/*
+ * The outermost phase (no other of this loop's is under way; a callout that runs the loop makes
+ * a nested one) takes its due timers without a reference: it marks each taken under the lock
+ * (RL_TIMER_TAKEN), and publishes an array on the loop where the removals of marked timers leave
+ * one reference each instead of releasing it (keep_for_phase), with room for one per timer taken
+ * and in memory that cannot run out: beside the inline list, or the scratch half of an allocated
+ * one (which the radix sort only uses before). So a timer in the list lives until the phase ends,
+ * and firing k timers costs no locked instruction per timer for references (CF retains its array
+ * of due timers). A nested phase retains each timer it takes and releases it after its callout,
+ * and leaves the marks alone; removals in it still hand references to the outer phase.
+ */
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     enum { INLINE = 32 };
     due_timer inline_due[INLINE];
+    rl_timer_t *inline_deferred[INLINE];
     due_list list = {inline_due, inline_due, 0, INLINE, true};
+    bool outer = !loop->phase_deferred; /* only this thread writes it */
     if (loop->fire_spare) { /* the last phase's list, taken (a nested phase finds none) */
         list.due = loop->fire_spare;
         list.cap = loop->fire_spare_cap;
@@ -943,12 +1059,24 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     bool complete = list.complete;
     if (n) {
         if (n < 256 || !radix_sort_due(due, n, due != inline_due ? due + list.cap : NULL)) sort_due(due, n);
-        /* The timers are scattered over the heap, and each retain is a locked instruction that
-         * waits for its line: start loading a few ahead (a prefetch is not held up by it), so
-         * that the misses of a large batch overlap. */
-        for (size_t q = 0; q < n; q++) {
-            if (q + FIRE_AHEAD < n) __builtin_prefetch(due[q + FIRE_AHEAD].key.node);
-            due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
+        /* The timers are scattered over the heap, and each mark (or retain: a locked instruction)
+         * waits for its line: start loading a few ahead, so that the misses of a large batch
+         * overlap. */
+        if (outer) {
+            for (size_t q = 0; q < n; q++) {
+                if (q + FIRE_AHEAD < n) __builtin_prefetch(due[q + FIRE_AHEAD].key.node);
+                rl_timer_t *t = timer_of((rl_timer_entry *)due[q].key.node);
+                t->obj.marks |= RL_TIMER_TAKEN;
+                due[q].timer = t;
+            }
+            loop->phase_deferred = due == inline_due ? inline_deferred : (rl_timer_t **)(void *)(due + list.cap);
+            loop->phase_deferred_n = 0;
+            loop->phase_deferred_cap = n;
+        } else {
+            for (size_t q = 0; q < n; q++) {
+                if (q + FIRE_AHEAD < n) __builtin_prefetch(due[q + FIRE_AHEAD].key.node);
+                due[q].timer = rl_retain(timer_of((rl_timer_entry *)due[q].key.node));
+            }
         }
     }
     rl_loop_unlock(loop);
@@ -963,19 +1091,24 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     double found = phase.start;
     unsigned long long passes = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
     unsigned fired = 0;
+    size_t left = 0; /* outer: the timers fire() did not settle, gathered at the front */
     for (size_t q = 0; q < n; q++) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + 2 < n) __builtin_prefetch(due[q + 2].timer);
         if (q + 1 < n) __builtin_prefetch(due[q + 1].timer->info);
-        fired += fire(loop, due[q].timer, now, found);
-        rl_release(due[q].timer);
+        rl_timer_t *t = due[q].timer;
+        unsigned done = fire(loop, t, now, found, outer);
+        fired += done & FIRED;
+        if (!outer) rl_object_release(&t->obj);
+        else if (!(done & SETTLED)) due[left++].timer = t;
         unsigned long long p = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
         if (__builtin_expect(p != passes, 0)) {
             passes = p;
             found = rl_time_now();
         }
     }
+    if (outer) end_phase(loop, due, left);
     rl_callouts_done(loop, RL_CALLOUT_TIMER, fired, &phase);
     if (due != inline_due) give_back(loop, due, list.cap);
     return complete;

@@ -42,7 +42,14 @@ static bool observer_not_after(const rl_observer_t *a, const rl_observer_t *b) {
     return a->order <= b->order;
 }
 
-static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
+/* The first of t's entries that is in a mode: a timer in several modes is counted once. */
+static const rl_timer_entry *first_used_entry(rl_timer_t *t) {
+    rl_timer_entry *f = &t->first;
+    while (f && !rl_entry_mode_id1(f)) f = rl_timer_entry_after(t, f);
+    return f;
+}
+
+static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m, size_t *taken) {
     const char *why = NULL;
     CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
     rl_heap_node *node;
@@ -77,6 +84,13 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m) {
               m->name, (void *)t);
         CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_IDLE), "mode %s: timer %p is in a mode, yet marked idle", m->name,
               (void *)t);
+        /* Marked taken only while the outermost fire phase that took it runs (a dead loop's may
+         * have been abandoned with its marks). */
+        if (t->obj.marks & RL_TIMER_TAKEN) {
+            CHECK(loop->phase_deferred || loop->dead, "mode %s: timer %p is marked taken outside a fire phase", m->name,
+                  (void *)t);
+            if (first_used_entry(t) == e) ++*taken;
+        }
     }
     size_t members = 0;
     for (size_t i = 0; i < m->sources.capacity; i++) {
@@ -110,6 +124,8 @@ static void verify_common(verifier *v, rl_loop_t *loop, const rl_ptrset *set, ui
         if (!item) continue;
         CHECK(item->type == type, "common set holds an item of the wrong kind");
         if (type == RL_TYPE_TIMER) CHECK(atomic_load(&((rl_timer_t *)item)->loop) == loop, "common timer not owned by the loop");
+        if (type == RL_TYPE_TIMER && (atomic_load(&((rl_timer_t *)item)->obj.bits) & RL_TIMER_IDLE))
+            CHECK(!(item->marks & RL_TIMER_TAKEN), "common timer %p is in no mode, yet marked taken", (void *)item);
         if (type == RL_TYPE_OBSERVER) CHECK(atomic_load(&((rl_observer_t *)item)->loop) == loop, "common observer not owned by the loop");
         /* (A common item may be missing from a common mode: CF lets it be removed from one by name.) */
     }
@@ -154,12 +170,20 @@ int rl_loop_verify(rl_loop_t *loop, char *report, size_t size) {
     if (report && size) report[0] = '\0';
     rl_loop_lock_mutex(loop);
     CHECK(loop->default_mode && loop->default_mode->common, "the default mode is missing or not common");
+    size_t taken = 0;
     for (size_t i = 0; i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
-        verify_mode(v, loop, m);
+        verify_mode(v, loop, m, &taken);
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(((rl_mode *)loop->modes.items[j])->name, m->name), "mode %s appears twice", m->name);
     }
+    /* A fire phase has room for a reference from each timer it took and still marks, besides
+     * those it holds (timer.c). */
+    CHECK(loop->phase_deferred || (!loop->phase_deferred_n && !loop->phase_deferred_cap),
+          "no fire phase, yet %zu of %zu deferred references", loop->phase_deferred_n, loop->phase_deferred_cap);
+    CHECK(!loop->phase_deferred || taken + loop->phase_deferred_n <= loop->phase_deferred_cap,
+          "a fire phase holds %zu references and %zu timers marked taken, with room for %zu", loop->phase_deferred_n, taken,
+          loop->phase_deferred_cap);
     verify_common(v, loop, &loop->common_sources, RL_TYPE_SOURCE);
     verify_common(v, loop, &loop->common_timers, RL_TYPE_TIMER);
     verify_common(v, loop, &loop->common_observers, RL_TYPE_OBSERVER);

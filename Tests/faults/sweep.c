@@ -887,6 +887,19 @@ static void sc_signal40(world_t *w) {
     finish(w);
 }
 
+/* t0's callout, the first of the pass that took as many of the 40 as its list held: it
+ * invalidates a later due timer, removes another, and removes a third and adds it back (the
+ * phase holds the timers it took without a reference: each removal hands it one of the loop's,
+ * within the room it has, which rl_loop_verify checks after each change in this debug build). */
+static void timers40_hook(item_t *it) {
+    world_t *w = it->w;
+    if (w->nested++) return;
+    inval(w, &w->items[38]);
+    rm(w, &w->items[21], M_DEFAULT);
+    rm(w, &w->items[22], M_DEFAULT);
+    add(w, &w->items[22], M_DEFAULT);
+}
+
 /* More due timers than the timer phase holds without allocating (32): the failing point is the
  * list growing; the timers it could not take fire on a later pass. */
 static void sc_timers40(world_t *w) {
@@ -897,6 +910,7 @@ static void sc_timers40(world_t *w) {
         t[i] = mk_timer(w, name, 0, i % 4 == 3 ? 0.001 : 0, i % 5);
         add(w, t[i], i % 10 == 9 ? M_B : M_DEFAULT);
     }
+    t[0]->hook = timers40_hook;
     checkpoint(w, "after adding 40 timers");
     run(w, M_DEFAULT, 0);
     checkpoint(w, "after one pass");

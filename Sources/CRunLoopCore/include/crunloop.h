@@ -155,7 +155,9 @@
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
  *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
  *   radix sort in O(k) above) and allocates only when k > 32 and more than the
- *   loop's previous fire phase kept room for (up to 4096). Ownership
+ *   loop's previous fire phase kept room for (up to 4096). It holds them until it ends, as
+ *   CF's holds its array of due timers, but without a reference each: a timer it took that a
+ *   callout (or another thread) removes keeps one of the loop's references until then. Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
@@ -510,8 +512,8 @@ RL_API int rl_loop_get_stats(rl_loop_t *loop, rl_loop_stats_t *stats);
  * of fork, a write the fork cut short is ended and its record voided. A dead loop keeps its
  * figures.
  * Cost: to the loop, about 23 instructions per fired timer (a multiply, a shift and an
- * increment; a load and a comparison that look for a nested run: 725 per fired one-shot timer,
- * of which 7 for that look, benchmarks/timer-instructions with gcc 12), four loads and a
+ * increment; a load and a comparison that look for a nested run: about 600 per fired one-shot
+ * timer, of which 7 for that look, benchmarks/timer-instructions with gcc 12), four loads and a
  * comparison per phase that called out; no clock reading of its own and no lock; an empty pass costs nothing more. To the
  * reader, O(RL_LAG_BUCKETS) atomic loads (and as many compare-and-swaps with RL_LAG_RESET).
  * RL_LAG_BUCKETS sizes late[], part of the struct's layout: it can never change. */
@@ -951,9 +953,10 @@ enum {
  *   Threads: done runs on the thread that dropped the last reference: inside the caller's
  *   rl_release or rl_release_if_last, inside rl_timer_invalidate or rl_loop_remove_timer (on
  *   whatever thread calls them) when the loop's references were the last, on the loop's thread
- *   after a callout of the timer (a one-shot timer's, or any whose callout invalidated it and
- *   dropped the other references: the loop holds the timer for the whole callout), or as the
- *   loop ends with its thread. No lock of the library is held; the library touches the memory
+ *   as a timer phase that took the timer as due ends (the phase holds every timer it took until
+ *   then, as CF's does: so a one-shot timer fired, or a due timer that a callout or another
+ *   thread invalidated or removed while the phase ran, goes then when nothing else holds it), or
+ *   as the loop ends with its thread. No lock of the library is held; the library touches the memory
  *   no more once done is called, so done may free it, reuse it for a new timer, or let its
  *   owner go.
  *   Fork: in the child, a timer that another thread's loop holds stays in that dead loop (see
