@@ -348,7 +348,11 @@ typedef struct rl_timer_record {
     const struct rl_timer_record *next;
 } rl_timer_record;
 
-/* obj.bits of a timer. VALID and FIRING as named. HELD (immutable): the context is held only
+/* obj.bits of a timer. VALID as named. FIRING: the timer's callout is running; set as it starts
+ * for a HELD timer (settle_held's handshake needs it at once), and for any other only once the
+ * loop's thread is about to wait inside that callout (a nested run: rl_timers_publish_firing),
+ * which is when another thread's reckoning of the wake date must pass it over; until then the
+ * loop's own thread knows it from its chain of callouts under way (loop->firing). HELD (immutable): the context is held only
  * while a loop owns the timer. RELEASE_DUE: a held timer was disowned and its context's release
  * is still to run; it is set under the owner's lock as the owner pointer is cleared, and taken
  * (cleared) exactly once: by the disowning thread once it has unlocked, unless the timer's callout
@@ -512,6 +516,9 @@ struct rl_loop {
      * the lock (the loop's thread reads the pointer without it: only it writes it). */
     struct rl_timer **phase_deferred;
     size_t phase_deferred_n, phase_deferred_cap;
+    /* The timer callouts under way on the loop's thread, innermost first: frames on fire()'s
+     * stack, so that a nested run fires none of them again (timer.c). The loop's thread only. */
+    struct rl_firing *firing;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
      * under the lock only when it moved since they were collected. */
@@ -683,7 +690,19 @@ RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
 static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
     loop->phase_deferred = NULL;
     loop->phase_deferred_n = loop->phase_deferred_cap = 0;
+    loop->firing = NULL; /* the frames went with their thread (or stay in the parent) */
 }
+/* A timer callout under way on a loop's thread (fire()'s frame): published once its timer's
+ * FIRING bit is set (a HELD timer from the start; any other by rl_timers_publish_firing). */
+typedef struct rl_firing {
+    struct rl_timer *timer;
+    struct rl_firing *outer;
+    bool published;
+} rl_firing;
+/* Set FIRING on every timer whose callout is under way on the loop's thread (a run inside one of
+ * them is about to wait): from then on another thread reckoning the wake date passes them over,
+ * as the loop's thread does. The loop's thread, before it waits (rl_wake_deadline). */
+RL_HIDDEN void rl_timers_publish_firing(rl_loop_t *loop);
 /* Free the list a fire phase kept (the loop's destruction). */
 RL_HIDDEN void rl_timers_free_spare(rl_loop_t *loop);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);

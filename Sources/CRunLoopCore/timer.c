@@ -893,24 +893,52 @@ enum { FIRED = 1, SETTLED = 2 };
 /* Fire one timer taken at now, if it is still due, valid and in this loop (an earlier callout
  * may have changed any of that); its lateness counts to found. outer: the loop's outermost phase,
  * which took t without a reference (RL_TIMER_TAKEN). Nothing locked. */
+/* Whether t's callout is under way on the loop's thread (a nested run inside it). */
+static bool is_firing_here(const rl_loop_t *loop, const rl_timer_t *t) {
+    for (const rl_firing *f = loop->firing; f; f = f->outer)
+        if (f->timer == t) return true;
+    return false;
+}
+
+void rl_timers_publish_firing(rl_loop_t *loop) {
+    for (rl_firing *f = loop->firing; f; f = f->outer) {
+        if (f->published) continue; /* a held timer's, or published by an earlier wait */
+        atomic_fetch_or(&f->timer->obj.bits, RL_TIMER_FIRING);
+        f->published = true;
+    }
+}
+
 static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, bool outer) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return 0;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
-     * and, if held, no release due, in one step. */
+     * and, if held, no release due. A held timer takes FIRING in the same step, which defers a
+     * release that another thread's disowning makes due to the callout's end (settle_held); any
+     * other timer's callout is known from the loop's chain alone, with no locked instruction
+     * (FIRING is set only if a run inside it waits: rl_timers_publish_firing). An invalidation
+     * from another thread just after the check still sees the callout run, as in CF. */
     unsigned char bits = atomic_load(&t->obj.bits);
-    do {
-        if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
+    rl_firing frame = {t, loop->firing, false};
+    if (__builtin_expect(bits & RL_TIMER_HELD, 0)) {
+        do {
+            if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
+                return 0;
+        } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
+        /* A held timer disowned since the check above may have had its context released already:
+         * from now on FIRING defers any release to the callout's end, but this one is gone. */
+        if (atomic_load(&t->loop) != loop) {
+            (void)end_callout(t, 0);
             return 0;
-    } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
-    /* A held timer disowned since the check above may have had its context released already:
-     * from now on FIRING defers any release to the callout's end, but this one is gone. */
-    if ((bits & RL_TIMER_HELD) && atomic_load(&t->loop) != loop) {
-        (void)end_callout(t, 0);
+        }
+        frame.published = true;
+    } else if ((bits & ~(RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID ||
+               (frame.outer && is_firing_here(loop, t))) {
         return 0;
     }
     rl_lag_late(loop, found - fired);
+    loop->firing = &frame;
     __RL_IS_CALLING_OUT_TO_A_TIMER_CALLBACK_FUNCTION__(t->record->callback, t, t->info);
+    loop->firing = frame.outer;
     RL_COUNT(loop, timers_fired, 1);
     if (!(bits & (RL_TIMER_REPEATS | RL_TIMER_TIMEOUT))) {
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step;
@@ -944,6 +972,10 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
              * its last reference. A release due (none is while this loop owns a held timer: a
              * claim takes it back) runs unlocked, from what was read under the lock. */
             t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
+            if (!frame.published) { /* FIRING was never set: nothing to end */
+                rl_loop_unlock_own(loop);
+                return FIRED | SETTLED;
+            }
             void (*release)(const void *) = t->record->release;
             const void *info = t->info;
             unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE));
@@ -952,7 +984,7 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             return FIRED | SETTLED;
         }
     }
-    (void)end_callout(t, 0);
+    if (frame.published) (void)end_callout(t, 0);
     return FIRED;
 }
 
@@ -1023,7 +1055,8 @@ static void end_phase(rl_loop_t *loop, const due_timer *left, size_t n_left) {
     }
     rl_timer_t **deferred = loop->phase_deferred;
     size_t n = loop->phase_deferred_n;
-    rl_timers_abandon_phase(loop); /* ended: no phase is published */
+    loop->phase_deferred = NULL; /* ended: no phase is published */
+    loop->phase_deferred_n = loop->phase_deferred_cap = 0;
     if (fast) rl_loop_unlock_own(loop);
     else rl_loop_unlock(loop);
     for (size_t i = 0; i < n; i++) rl_object_release(&deferred[i]->obj);

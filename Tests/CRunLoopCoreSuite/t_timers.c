@@ -5,6 +5,8 @@
  */
 #include "ttrace.h"
 
+#include <pthread.h>
+
 #include <stdint.h>
 
 #define DEF RL_DEFAULT_MODE
@@ -607,6 +609,53 @@ RLT_TEST(nested_run_inside_a_timer_callout_sleeps_instead_of_spinning) {
     TT_EXPECT("run=3");
     RLT_CHECK(nested_delta.waits >= 1);
     RLT_CHECK(nested_delta.passes < 50); /* a spin makes hundreds of thousands */
+}
+
+/* The same with another thread adding a timer to that mode while the nested run sleeps: its
+ * reckoning of the wake date must pass over the timer whose callout is running too (the loop's
+ * thread makes it known as the nested run waits), or it would arm the wait for that timer's past
+ * date, and the nested run would make a pass that CF does not (a wakeup for nothing). */
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *added;
+} adder_t;
+static void *add_far_timer_later(void *arg) {
+    adder_t *a = arg;
+    tt_sleep(0.02);
+    a->added = rl_timer_create(rl_time_now() + 3600, 0, 0, tt_timer_cb, NULL);
+    if (a->added) (void)rl_loop_add_timer(a->loop, a->added, "m");
+    return NULL;
+}
+static _Thread_local unsigned long long nested_passes_with_adder;
+static void nested_with_adder_cb(rl_timer_t *t, void *info) {
+    (void)t;
+    adder_t *a = info;
+    rl_loop_stats_t before, after;
+    pthread_t th;
+    rl_loop_get_stats(a->loop, &before);
+    if (pthread_create(&th, NULL, add_far_timer_later, a) != 0) return;
+    (void)rl_run_in_mode("m", 0.1, false);
+    pthread_join(th, NULL);
+    rl_loop_get_stats(a->loop, &after);
+    nested_passes_with_adder = after.passes - before.passes;
+}
+
+RLT_TEST(nested_run_inside_a_timer_callout_is_not_woken_for_it_by_another_threads_change) {
+    adder_t a = {rl_loop_get_current(), NULL};
+    rl_context_t c = {&a, NULL, NULL};
+    rl_source_t *keep = tt_add_source("m", 0, "keep");
+    rl_timer_t *t = rl_timer_create_timeout(rl_time_now(), 0, nested_with_adder_cb, &c);
+    RLT_CHECK(keep && t);
+    RLT_CHECK_EQ(rl_loop_add_timer(a.loop, t, "m"), 0);
+    nested_passes_with_adder = 0;
+    RLT_CHECK_EQ(rl_run_in_mode("m", 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK(a.added != NULL);
+    RLT_CHECK_EQ(nested_passes_with_adder, 1); /* one wait, to the nested run's timeout */
+    RLT_CHECK(!rl_timer_is_armed(t));           /* fired once, dormant */
+    rl_timer_invalidate(a.added);
+    rl_release(a.added);
+    rl_timer_invalidate(t);
+    rl_release(t);
 }
 
 /* More due timers than the timer phase sorts without allocating, many with one fire date: they
