@@ -519,6 +519,10 @@ struct rl_loop {
     /* The timer callouts under way on the loop's thread, innermost first: frames on fire()'s
      * stack, so that a nested run fires none of them again (timer.c). The loop's thread only. */
     struct rl_firing *firing;
+    /* A held timer that a disowning under the lock found invalid with no callout under way, whose
+     * context's release it hands to the caller (timer.c: timer_leave_if_unused, take_handed):
+     * set and taken back within one hold of the lock, NULL otherwise. */
+    struct rl_timer *held_handed;
     struct rl_loop *registry_prev, *registry_next; /* rl_loops_lock */
     /* Bumped (under the lock) whenever a source leaves a mode: fd callouts re-check membership
      * under the lock only when it moved since they were collected. */

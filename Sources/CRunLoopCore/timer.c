@@ -388,7 +388,18 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
         atomic_fetch_or(&t->obj.bits, RL_TIMER_IDLE);
         return;
     }
-    if (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD) {
+    unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
+    if (bits & RL_TIMER_HELD) {
+        if (!(bits & (RL_TIMER_VALID | RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE))) {
+            /* Invalid, and no callout under way: no claim can take the release back (only a
+             * valid timer is claimed) and no callout's end can be owed it (FIRING is set only on
+             * a valid timer): it falls to this disowning, whose caller runs it once unlocked
+             * (take_handed). No flag, and no handshake with fire(): the release store is enough,
+             * as below. A fired one-shot timer's end and an invalidation come this way. */
+            loop->held_handed = t;
+            atomic_store_explicit(&t->loop, NULL, memory_order_release);
+            return;
+        }
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
         /* seq_cst: settle_held's load of FIRING must not pass this store, and fire()'s load of
          * the owner must not pass its setting of FIRING, so one of the two sees the other. */
@@ -435,13 +446,27 @@ const rl_kind rl_timer_kind = {
     .any_mode = timer_any_mode,
 };
 
+/* The held timer whose context's release a disowning under loop's lock handed over
+ * (timer_leave_if_unused), taken off the loop; NULL if none. Loop locked, before the unlock. */
+static inline rl_timer_t *take_handed(rl_loop_t *loop) {
+    rl_timer_t *t = loop->held_handed;
+    loop->held_handed = NULL;
+    return t;
+}
+/* Its release, unlocked. */
+static inline void end_handed(rl_timer_t *t) {
+    if (__builtin_expect(t != NULL, 0) && t->record->release) t->record->release(t->info);
+}
+
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
     if (rc) return rc;
     rl_loop_lock(loop);
     rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
+    rl_timer_t *handed = take_handed(loop); /* a failed add that claimed t, found it invalidated */
     rl_loop_unlock(loop);
+    end_handed(handed);
     if (rc) settle_held(t); /* a failed add may have claimed t, then let it go */
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
@@ -501,7 +526,9 @@ int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     size_t removed, releases;
     if (__builtin_expect(untake(loop, t), 0)) releases = remove_taken(loop, t, name, &removed);
     else releases = removed = rl_members_remove(loop, &rl_timer_kind, &t->obj, name);
+    rl_timer_t *handed = take_handed(loop);
     rl_loop_unlock(loop);
+    end_handed(handed);
     if (!removed) return -ENOENT;
     settle_held(t);
     while (releases--) rl_release(t);
@@ -520,16 +547,20 @@ bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
 /* Take t out of every mode of loop, its owner, and out of its common set; disown it. Loop
  * locked, t owned by loop. Returns how many references the memberships held, less the one a fire
  * phase keeps (keep_for_phase): the caller releases them unlocked. */
-static inline __attribute__((always_inline)) size_t leave_loop(rl_loop_t *loop, rl_timer_t *t) {
+static inline __attribute__((always_inline)) size_t leave_loop(rl_loop_t *loop, rl_timer_t *t, rl_timer_t **handed) {
     bool taken = untake_owned(t);
-    return keep_for_phase(loop, t, taken, rl_members_leave_loop(loop, &rl_timer_kind, &t->obj));
+    size_t releases = keep_for_phase(loop, t, taken, rl_members_leave_loop(loop, &rl_timer_kind, &t->obj));
+    *handed = take_handed(loop);
+    return releases;
 }
 
 void rl_timer_remove_from_loop(rl_loop_t *loop, rl_timer_t *t) {
     size_t releases = 0;
+    rl_timer_t *handed = NULL;
     rl_loop_lock(loop);
-    if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t);
+    if (atomic_load(&t->loop) == loop) releases = leave_loop(loop, t, &handed);
     rl_loop_unlock(loop);
+    end_handed(handed);
     settle_held(t);
     while (releases--) rl_release(t);
 }
@@ -554,8 +585,10 @@ static void unlock_verified(rl_timer_t *t, rl_loop_t *loop, const char *where) {
 
 static void leave_owner(rl_timer_t *t) {
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    size_t releases = loop ? leave_loop(loop, t) : 0;
+    rl_timer_t *handed = NULL;
+    size_t releases = loop ? leave_loop(loop, t, &handed) : 0;
     unlock_verified(t, loop, "rl_timer_invalidate");
+    end_handed(handed);
     settle_held(t);
     while (releases--) rl_release(t);
 }
@@ -572,10 +605,12 @@ void rl_timer_invalidate(rl_timer_t *t) {
 bool rl_timer_invalidate_held(rl_timer_t *t) {
     if (!t || !(atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID)) return false;
     rl_loop_t *loop = rl_owner_lock(t, &t->loop);
-    size_t releases = loop ? leave_loop(loop, t) : 0;
+    rl_timer_t *handed = NULL;
+    size_t releases = loop ? leave_loop(loop, t, &handed) : 0;
     unsigned char bits = atomic_load(&t->obj.bits);
     bool follows = (bits & RL_TIMER_HELD) && (loop || (bits & RL_TIMER_RELEASE_DUE));
     unlock_verified(t, loop, "rl_timer_invalidate_held");
+    end_handed(handed); /* the release that follows runs here */
     settle_held(t);
     while (releases--) rl_release(t);
     return !follows;

@@ -179,6 +179,7 @@ int rl_loop_verify(rl_loop_t *loop, char *report, size_t size) {
     }
     /* A fire phase has room for a reference from each timer it took and still marks, besides
      * those it holds (timer.c). */
+    CHECK(!loop->held_handed, "a held timer's release (%p) was handed over and left on the loop", (void *)loop->held_handed);
     CHECK(loop->phase_deferred || (!loop->phase_deferred_n && !loop->phase_deferred_cap),
           "no fire phase, yet %zu of %zu deferred references", loop->phase_deferred_n, loop->phase_deferred_cap);
     CHECK(!loop->phase_deferred || taken + loop->phase_deferred_n <= loop->phase_deferred_cap,
