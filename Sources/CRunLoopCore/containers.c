@@ -114,7 +114,7 @@ void rl_ready_vec_free_allocated(rl_ready_vec *v) {
 }
 
 /* Room for at least want items; 0 or -ENOMEM with nothing changed. */
-static int ready_vec_reserve(rl_ready_vec *v, size_t want) {
+int rl_ready_vec_reserve(rl_ready_vec *v, size_t want) {
     if (!v->items) rl_ready_vec_init(v);
     if (want <= v->capacity) return 0;
     size_t cap = v->capacity * 2;
@@ -133,44 +133,8 @@ static int ready_vec_reserve(rl_ready_vec *v, size_t want) {
 }
 
 int rl_ready_vec_grow_and_push(rl_ready_vec *v, rl_ready item) {
-    if (ready_vec_reserve(v, v->count + 1)) return -ENOMEM;
+    if (rl_ready_vec_reserve(v, v->count + 1)) return -ENOMEM;
     v->items[v->count++] = item;
     return 0;
 }
 
-/* Insertion sort of items [0, n), of which [0, sorted) are in order already: stable, in place;
- * for short runs, and when there is no room to merge. */
-static void insertion_sort(rl_ready *items, size_t n, size_t sorted) {
-    for (size_t i = sorted > 0 ? sorted : 1; i < n; i++) {
-        rl_ready x = items[i];
-        size_t j = i;
-        for (; j > 0 && x.order < items[j - 1].order; j--) items[j] = items[j - 1];
-        items[j] = x;
-    }
-}
-
-void rl_ready_vec_sort_rest(rl_ready_vec *v, size_t sorted) {
-    size_t n = v->count;
-    enum { RUN = 16 };
-    if (n <= RUN || ready_vec_reserve(v, 2 * n)) {
-        insertion_sort(v->items, n, sorted);
-        return;
-    }
-    /* Bottom-up merge sort: sorted runs of RUN, then merges into the room past the items
-     * (taking the left one on ties keeps equal orders in place), back and forth. */
-    for (size_t i = 0; i < n; i += RUN) insertion_sort(v->items + i, n - i < RUN ? n - i : RUN, 1);
-    rl_ready *from = v->items, *to = v->items + n;
-    for (size_t width = RUN; width < n; width *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * width) {
-            size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
-            size_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) to[o++] = from[b].order < from[a].order ? from[b++] : from[a++];
-            while (a < mid) to[o++] = from[a++];
-            while (b < hi) to[o++] = from[b++];
-        }
-        rl_ready *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v->items) memcpy(v->items, from, n * sizeof *from);
-}

@@ -107,6 +107,8 @@ static inline void rl_ready_vec_free(rl_ready_vec *v) {
     else rl_ready_vec_free_allocated(v);
 }
 RL_HIDDEN int rl_ready_vec_grow_and_push(rl_ready_vec *v, rl_ready item);
+/* Room for want items (0), or -ENOMEM with v unchanged. */
+RL_HIDDEN int rl_ready_vec_reserve(rl_ready_vec *v, size_t want);
 static inline int rl_ready_vec_push(rl_ready_vec *v, struct rl_source *source, long order, unsigned events) {
     rl_ready item = {source, order, events};
     if (v->count < v->capacity) {
@@ -116,7 +118,7 @@ static inline int rl_ready_vec_push(rl_ready_vec *v, struct rl_source *source, l
     return rl_ready_vec_grow_and_push(v, item);
 }
 /* Sort items [0, count) by ascending order, keeping equal ones in the order they were taken, when
- * items [0, sorted) are in order already. */
+ * items [0, sorted) are in order already (sort.c). */
 RL_HIDDEN void rl_ready_vec_sort_rest(rl_ready_vec *v, size_t sorted);
 /* Sort by ascending order, keeping equal ones in the order they were taken. Needs room for as many
  * again to merge in; without it (out of memory), an insertion sort: slower, never wrong. The usual

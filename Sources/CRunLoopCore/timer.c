@@ -10,6 +10,7 @@
 #include "membership.h"
 #include "wake.h"
 #include "lag.h"
+#include "sort.h"
 
 #include <errno.h>
 #include <math.h>
@@ -781,133 +782,6 @@ double rl_timers_wake_date(rl_mode *mode) { return rl_heap_coalesce(&mode->timer
 
 /* ---- The timer phase of a pass ---------------------------------------------------------------- */
 
-/* A due timer taken for firing: its key (to sort by; its node is not looked at once the timers
- * are taken, since a chained entry is freed as its timer leaves the mode) and the timer; while
- * the list is sorted (before the timers are taken), tie holds the entry's seq for a run of equal
- * dates. */
-typedef struct {
-    rl_heap_slot key;
-    union {
-        rl_timer_t *timer;
-        uint64_t tie;
-    };
-} due_timer;
-
-/* The phase's deferred references (loop->phase_deferred) live in the scratch half of its list. */
-_Static_assert(sizeof(due_timer) >= sizeof(rl_timer_t *), "a due list's scratch must hold a pointer per timer");
-
-static inline bool due_less(const due_timer *a, const due_timer *b) { return rl_heap_slot_less(&a->key, &b->key); }
-
-/* Sort by key: quicksort (median of three) down to short runs, then insertion sort. Keys are
- * unique within a mode (every entry has its own seq), so stability does not arise. */
-static void sort_due(due_timer *d, size_t n) {
-    while (n > 16) {
-        size_t mid = n / 2;
-        if (due_less(&d[mid], &d[0])) { due_timer x = d[mid]; d[mid] = d[0]; d[0] = x; }
-        if (due_less(&d[n - 1], &d[0])) { due_timer x = d[n - 1]; d[n - 1] = d[0]; d[0] = x; }
-        if (due_less(&d[n - 1], &d[mid])) { due_timer x = d[n - 1]; d[n - 1] = d[mid]; d[mid] = x; }
-        due_timer pivot = d[mid];
-        size_t i = 0, j = n - 1;
-        for (;;) {
-            while (due_less(&d[i], &pivot)) i++;
-            while (due_less(&pivot, &d[j])) j--;
-            if (i >= j) break;
-            due_timer x = d[i]; d[i] = d[j]; d[j] = x;
-            i++;
-            j--;
-        }
-        /* d[0..j] <= pivot <= d[j+1..]: recurse into the smaller side, loop on the larger. */
-        size_t left = j + 1;
-        if (left < n - left) {
-            sort_due(d, left);
-            d += left;
-            n -= left;
-        } else {
-            sort_due(d + left, n - left);
-            n = left;
-        }
-    }
-    for (size_t i = 1; i < n; i++) {
-        due_timer x = d[i];
-        size_t j = i;
-        for (; j > 0 && due_less(&x, &d[j - 1]); j--) d[j] = d[j - 1];
-        d[j] = x;
-    }
-}
-
-/* A date's bits as an integer: dates are never negative, and the bits of non-negative doubles
- * order as the numbers do. */
-static inline uint64_t date_bits(double when) {
-    uint64_t b;
-    memcpy(&b, &when, sizeof b);
-    return b;
-}
-
-/* One least-significant-digit radix sort of d by a 64-bit key (the date's bits, or tie), `bits`
- * bits a pass, skipping the digits every key shares (dates due within a few milliseconds share
- * their top twenty-odd bits; the seqs of a batch armed together, all but their low dozen). Each
- * pass is stable, O(n), and compares nothing. The result is in d; scratch has room for n. */
-static inline uint64_t sort_key(const due_timer *x, bool by_tie) { return by_tie ? x->tie : date_bits(x->key.when); }
-
-static void radix_by(due_timer *d, size_t n, due_timer *scratch, bool by_tie) {
-    enum { MAX_DIGITS = 1 << 11 };
-    unsigned bits = n < 4096 ? 8 : 11;
-    uint64_t mask = ((uint64_t)1 << bits) - 1;
-    uint64_t first = sort_key(&d[0], by_tie), varying = 0;
-    for (size_t i = 1; i < n; i++) varying |= sort_key(&d[i], by_tie) ^ first;
-    due_timer *from = d, *to = scratch;
-    uint32_t at[MAX_DIGITS];
-    for (unsigned shift = 0; shift < 64; shift += bits) {
-        if (!((varying >> shift) & mask)) continue;
-        memset(at, 0, (mask + 1) * sizeof at[0]);
-        for (size_t i = 0; i < n; i++) at[(sort_key(&from[i], by_tie) >> shift) & mask]++;
-        uint32_t sum = 0;
-        for (size_t k = 0; k <= mask; k++) {
-            uint32_t c = at[k];
-            at[k] = sum;
-            sum += c;
-        }
-        for (size_t i = 0; i < n; i++) to[at[(sort_key(&from[i], by_tie) >> shift) & mask]++] = from[i];
-        due_timer *x = from;
-        from = to;
-        to = x;
-    }
-    if (from != d) memcpy(d, from, n * sizeof *d);
-}
-
-/* Sort a run of due timers of one date by (order, seq): when they share their order (timers
- * seldom have one), by seq alone, a radix sort for a long run (a batch armed for the same date
- * from the loop's time: every one of them ties); else by comparison. */
-static void sort_ties(due_timer *d, size_t n, due_timer *scratch) {
-    if (n > 32) {
-        long order = d[0].key.node->order;
-        size_t i = 0;
-        for (; i < n && d[i].key.node->order == order; i++) d[i].tie = d[i].key.node->seq;
-        if (i == n) {
-            radix_by(d, n, scratch, true);
-            return;
-        }
-    }
-    sort_due(d, n);
-}
-
-/* Sort many due timers: a radix sort on the dates' bits (radix_by: 8 bits a pass, 11 from 4096
- * timers on, where the digit table's scan is worth its fewer passes), then each run of one date
- * by (order, seq). O(n) a pass where the quicksort is O(n log n) with a comparison per step.
- * scratch: room for n more, or NULL (then allocated). False when there is no memory for the
- * scratch array: the caller sorts in place instead. */
-static bool radix_sort_due(due_timer *d, size_t n, due_timer *scratch) {
-    due_timer *own = scratch ? NULL : rl_malloc(n * sizeof *own);
-    if (!scratch && !(scratch = own)) return false;
-    radix_by(d, n, scratch, false);
-    for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && d[j].key.when == d[i].key.when; j++) {}
-        if (j - i > 1) sort_ties(d + i, j - i, scratch);
-    }
-    free(own);
-    return true;
-}
-
 /* The first point of the grid fired + k * interval strictly after now, in O(1). */
 static double next_on_grid(double fired, double interval, double now) {
     double next = fired + interval;
@@ -1029,7 +903,7 @@ enum { FIRE_AHEAD = 8 };
  * and doubles. An allocated list has room for as many again after its cap: the radix sort's
  * scratch. */
 typedef struct {
-    due_timer *due, *inline_due;
+    rl_due_timer *due, *inline_due;
     size_t n, cap;
     bool complete; /* false once a timer did not fit (out of memory) */
 } due_list;
@@ -1043,7 +917,7 @@ enum { SPARE_DUE_MAX = 4096 };
 static bool take_due(void *ctx, const rl_heap_slot *slot) {
     due_list *l = ctx;
     if (l->n == l->cap) {
-        due_timer *grown = rl_malloc(4 * l->cap * sizeof *grown); /* and the scratch */
+        rl_due_timer *grown = rl_malloc(4 * l->cap * sizeof *grown); /* and the scratch */
         if (!grown) {
             l->complete = false;
             return false;
@@ -1053,14 +927,14 @@ static bool take_due(void *ctx, const rl_heap_slot *slot) {
         l->due = grown;
         l->cap *= 2;
     }
-    l->due[l->n++] = (due_timer){.key = *slot, .timer = NULL};
+    l->due[l->n++] = (rl_due_timer){.key = *slot, .timer = NULL};
     return true;
 }
 
 /* A fire phase's allocated list: kept for the next phase when small enough and none is kept
  * (a nested phase may have kept its own), so that a loop firing hundreds of timers a pass
  * allocates and copies nothing for them. The loop's thread only. */
-static void give_back(rl_loop_t *loop, due_timer *due, size_t cap) {
+static void give_back(rl_loop_t *loop, rl_due_timer *due, size_t cap) {
     if (cap <= SPARE_DUE_MAX && !loop->fire_spare) {
         loop->fire_spare = due;
         loop->fire_spare_cap = cap;
@@ -1080,7 +954,7 @@ void rl_timers_free_spare(rl_loop_t *loop) {
  * unlocked, those references go: a timer whose last one this is is destroyed now, as CF releases
  * its array of due timers as its timer phase ends. Few timers are left in the usual case (one
  * whose fire date a callout moved or that it removed): the fast section then. */
-static void end_phase(rl_loop_t *loop, const due_timer *left, size_t n_left) {
+static void end_phase(rl_loop_t *loop, const rl_due_timer *left, size_t n_left) {
     bool fast = n_left <= 32;
     if (fast) rl_loop_lock_own(loop);
     else rl_loop_lock_mutex(loop);
@@ -1110,7 +984,7 @@ static void end_phase(rl_loop_t *loop, const due_timer *left, size_t n_left) {
  */
 bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     enum { INLINE = 32 };
-    due_timer inline_due[INLINE];
+    rl_due_timer inline_due[INLINE];
     rl_timer_t *inline_deferred[INLINE];
     due_list list = {inline_due, inline_due, 0, INLINE, true};
     bool outer = !loop->phase_deferred; /* only this thread writes it */
@@ -1122,11 +996,11 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     double now = rl_time_now();
     rl_loop_lock_mutex(loop);
     rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
-    due_timer *due = list.due;
+    rl_due_timer *due = list.due;
     size_t n = list.n;
     bool complete = list.complete;
     if (n) {
-        if (n < 256 || !radix_sort_due(due, n, due != inline_due ? due + list.cap : NULL)) sort_due(due, n);
+        rl_sort_due(due, n, due != inline_due ? due + list.cap : NULL);
         /* The timers are scattered over the heap, and each mark (or retain: a locked instruction)
          * waits for its line: start loading a few ahead, so that the misses of a large batch
          * overlap. */
