@@ -93,7 +93,7 @@
  *   park of a fired timeout, is O(1): a hole where the timer was, the timer appended at the end.
  *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
  *   loop's lock has a fast half for its own thread (a flag it sets and one it reads, one locked
- *   instruction) that it takes whenever no other thread holds the lock. About 118 instructions on
+ *   instruction) that it takes whenever no other thread holds the lock. About 110 instructions on
  *   x86-64 for rl_timer_rearm in a callout, 1e4 timers armed (callgrind on benchmark 14:
  *   benchmarks/README.md), where libev's ev_timer_again takes about 63;
  *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM), which
@@ -157,7 +157,11 @@
  *   radix sort in O(k) above) and allocates only when k > 32 and more than the
  *   loop's previous fire phase kept room for (up to 4096). It holds them until it ends, as
  *   CF's holds its array of due timers, but without a reference each: a timer it took that a
- *   callout (or another thread) removes keeps one of the loop's references until then. Ownership
+ *   callout (or another thread) removes keeps one of the loop's references until then. Firing a
+ *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
+ *   the move along its grid, in the loop's fast section), a one-shot timer's end two more (its
+ *   invalidation and its release from the mode); a held timer (rl_timer_create_held) two more
+ *   again, to mark its callout under way for other threads. Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
