@@ -160,8 +160,9 @@
  *   callout (or another thread) removes keeps one of the loop's references until then. Firing a
  *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
  *   the move along its grid, in the loop's fast section), a one-shot timer's end two more (its
- *   invalidation and its release from the mode); a held timer (rl_timer_create_held) two more
- *   again, to mark its callout under way for other threads. Ownership
+ *   invalidation and its release from the mode); a held timer (rl_timer_create_held) one more
+ *   (two for a timeout or a repeating one), to mark its callout under way for other threads.
+ *   Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
  *   another thread's loop takes that loop's lock.
