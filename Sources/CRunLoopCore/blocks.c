@@ -129,12 +129,37 @@ bool rl_blocks_pending(rl_loop_t *loop, rl_mode *mode) {
     return atomic_load(&mode->blocks.count) || (mode->common && atomic_load(&loop->common_blocks.count));
 }
 
+/* Take from q the blocks queued after the one numbered after and before the one numbered before:
+ * a run of the queue, which is in seq order. Loop locked. */
+static rl_block *take_between(rl_block_queue *q, uint64_t after, uint64_t before) {
+    rl_block **link = &q->head, *prev = NULL;
+    while (*link && (*link)->seq <= after) {
+        prev = *link;
+        link = &prev->next;
+    }
+    rl_block *first = *link, *last = NULL;
+    size_t n = 0;
+    for (rl_block *b = first; b && b->seq < before; b = b->next) {
+        last = b;
+        n++;
+    }
+    if (!n) return NULL;
+    *link = last->next;
+    if (q->tail == last) q->tail = prev;
+    last->next = NULL;
+    atomic_store_explicit(&q->count, atomic_load_explicit(&q->count, memory_order_relaxed) - n, memory_order_relaxed);
+    return first;
+}
+
 void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
     rl_mode *mode = run->mode; /* run.c looked first, without the lock (rl_blocks_may_be_pending) */
     rl_loop_lock_mutex(loop);
     /* Detach what may run; blocks queued by the callouts below wait for the next turn. */
     rl_block *own = take(&mode->blocks);
-    rl_block *common = mode->common ? take(&loop->common_blocks) : NULL;
+    bool common_taken = mode->common;
+    rl_block *common = common_taken ? take(&loop->common_blocks) : NULL;
+    uint64_t end = loop->block_seq + 1; /* the first block queued from here on */
+    unsigned added = atomic_load_explicit(&loop->common_modes_added, memory_order_relaxed);
     rl_loop_unlock(loop);
     if (!own && !common) return;
     rl_phase phase = rl_callouts_begin(loop);
@@ -146,6 +171,16 @@ void rl_blocks_run(rl_loop_t *loop, rl_run_frame *run) {
         *from = b->next;
         __RL_IS_CALLING_OUT_TO_A_BLOCK__(b->fn, b->arg);
         if (b->release) b->release(b->arg);
+        /* The callout made this mode common (rl_loop_add_common_mode): as CF, which checks each
+         * block of the list it took against the common modes as it comes to it, the blocks
+         * queued for the common modes after this one (and before the phase began) run now. */
+        if (__builtin_expect(!common_taken, 1) &&
+            __builtin_expect(atomic_load_explicit(&loop->common_modes_added, memory_order_relaxed) != added, 0)) {
+            rl_loop_lock_mutex(loop);
+            added = atomic_load_explicit(&loop->common_modes_added, memory_order_relaxed);
+            if ((common_taken = mode->common)) common = take_between(&loop->common_blocks, b->seq, end);
+            rl_loop_unlock(loop);
+        }
         b->next = spent;
         spent = b;
         ran++;

@@ -490,6 +490,9 @@ struct rl_loop {
     rl_mode *host_mode;
     rl_link *deferred, *deferred_tail; /* drained links not yet performed (loop lock) */
     rl_block_queue common_blocks; /* blocks queued for RL_COMMON_MODES */
+    /* Bumped (under the lock) each time a mode becomes common: a block phase in a mode that was
+     * not common when it began looks again after each callout (blocks.c). */
+    atomic_uint common_modes_added;
     uint64_t block_seq;
     rl_block *spare_blocks;       /* spent blocks for reuse (loop lock), at most RL_SPARE_BLOCKS */
     size_t spare_count;

@@ -54,6 +54,7 @@ int rl_loop_add_common_mode(rl_loop_t *loop, const char *name) {
     rc = rl_members_join_common_mode(loop, mode, &joined);
     if (!rc) {
         mode->common = true;
+        atomic_fetch_add_explicit(&loop->common_modes_added, 1, memory_order_relaxed);
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* each membership's */
         for (size_t i = 0; i < joined.count; i++) rl_retain(joined.items[i]); /* until called out */
     }
