@@ -696,30 +696,25 @@ int rl_timer_set_next_fire_in(rl_timer_t *t, double seconds) {
     return 0;
 }
 
-int rl_timer_rearm(rl_timer_t *t, double seconds) {
+/* Re-arm t seconds after the loop's time when the caller is t's loop's thread (confirmed once
+ * locked): inside a callout the clock its phase began with; outside one, the loop's last reading
+ * when cached (rl_timer_rearm_from_loop_time: no clamp, a date gone already is due at the next
+ * pass), else the clock. Elsewhere the clock, and none to park it (INFINITY). */
+static inline __attribute__((always_inline)) int rearm(rl_timer_t *t, double seconds, bool cached, const char *where) {
     if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
-    /* The loop's time when the caller is a callout of t's loop (confirmed once locked); the
-     * clock otherwise, and none to park it (INFINITY). */
     rl_loop_t *self = rl_tls_loop;
     if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1)) {
-        double base = self->phase_time > 0 || isinf(seconds) ? self->phase_time : rl_time_now();
-        if (__builtin_expect(move_date_own(self, t, base + seconds, "rl_timer_rearm"), 1)) return 0;
+        double base = self->phase_time > 0 || isinf(seconds) ? self->phase_time : cached ? self->time : rl_time_now();
+        if (__builtin_expect(move_date_own(self, t, base + seconds, where), 1)) return 0;
     }
-    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_rearm");
+    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, where);
     return 0;
 }
 
+int rl_timer_rearm(rl_timer_t *t, double seconds) { return rearm(t, seconds, false, "rl_timer_rearm"); }
+
 int rl_timer_rearm_from_loop_time(rl_timer_t *t, double seconds) {
-    if (!t || bad_time(seconds) || !is_valid(t)) return -EINVAL;
-    /* On the loop's thread, its time (rl_loop_get_time), inside a callout or not: no clock
-     * reading, and no clamp (a date gone already is due at the next pass, in date order). */
-    rl_loop_t *self = rl_tls_loop;
-    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1)) {
-        double base = self->phase_time > 0 ? self->phase_time : self->time;
-        if (__builtin_expect(move_date_own(self, t, base + seconds, "rl_timer_rearm_from_loop_time"), 1)) return 0;
-    }
-    move_date(t, isinf(seconds) ? seconds : rl_time_now() + seconds, "rl_timer_rearm_from_loop_time");
-    return 0;
+    return rearm(t, seconds, true, "rl_timer_rearm_from_loop_time");
 }
 
 int rl_timer_disarm(rl_timer_t *t) {
