@@ -244,7 +244,7 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     rl_loop_lock_mutex(loop);
     rl_mode *m = rl_mode_find(loop, mode, false);
     const rl_heap_slot *first = m ? rl_heap_first(&m->timers) : NULL;
-    double date = first ? first->when : 0;
+    double date = first ? first->when : m && m->timers.parked ? INFINITY : 0; /* only parked timers: never */
     rl_loop_unlock(loop);
     return date;
 }
@@ -284,8 +284,10 @@ static rl_object *any_item(rl_loop_t *loop) {
     for (size_t i = 0; !item && i < loop->modes.count; i++) {
         rl_mode *m = loop->modes.items[i];
         for (size_t j = 0; !item && j < m->sources.capacity; j++) item = m->sources.slots[j];
-        const rl_heap_slot *first = item ? NULL : rl_heap_first(&m->timers);
-        if (first) item = &rl_timer_of_node(first->node)->obj;
+        size_t at = 0;
+        double when;
+        rl_heap_node *node = item ? NULL : rl_heap_next(&m->timers, &at, &when); /* parked ones too */
+        if (node) item = &rl_timer_of_node(node)->obj;
         if (!item && m->observers.count) item = m->observers.items[0];
     }
     rl_ptrset *common[] = {&loop->common_sources, &loop->common_timers, &loop->common_observers};

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void place(rl_heap *h, size_t i, rl_heap_slot s) {
     h->slots[i] = s;
@@ -62,14 +63,24 @@ static void restore(rl_heap *h, size_t i) {
         rl_heap_sift_down(h, i);
 }
 
+/* Move the parked region to the top of an array of cap slots (from the top of one of
+ * h->capacity), and tell its nodes. */
+static void move_parked(rl_heap *h, size_t cap) {
+    if (!h->parked || cap == h->capacity) return;
+    memmove(&h->slots[cap - h->parked], &h->slots[h->capacity - h->parked], h->parked * sizeof *h->slots);
+    for (size_t i = cap - h->parked; i < cap; i++) h->slots[i].node->index = (uint32_t)i;
+}
+
 /* After a burst, give memory back by halves; the gap between the grow and shrink points keeps a
  * heap that hovers around a size from reallocating. Failing to shrink is harmless. */
 static void maybe_shrink(rl_heap *h) {
-    while (h->capacity > 256 && h->count <= h->capacity / 4) {
-        rl_heap_slot *smaller = realloc(h->slots, h->capacity / 2 * sizeof *smaller);
+    while (h->capacity > 256 && h->count + h->parked <= h->capacity / 4) {
+        size_t cap = h->capacity / 2;
+        move_parked(h, cap);
+        rl_heap_slot *smaller = realloc(h->slots, cap * sizeof *smaller);
+        if (smaller) h->slots = smaller; /* else the old block, which is larger, keeps serving */
+        h->capacity = cap;
         if (!smaller) return;
-        h->slots = smaller;
-        h->capacity /= 2;
     }
 }
 
@@ -96,19 +107,64 @@ static void trim(rl_heap *h) {
 /* Double the capacity: 0 or -ENOMEM (then nothing changed). */
 static int grow(rl_heap *h) {
     size_t cap = h->capacity ? h->capacity * 2 : 8;
-    if (cap > RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
+    if (cap >= RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
     rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
     if (!grown) return -ENOMEM;
     h->slots = grown;
+    size_t old = h->capacity;
     h->capacity = cap;
+    if (h->parked) { /* to the new top */
+        memmove(&h->slots[cap - h->parked], &h->slots[old - h->parked], h->parked * sizeof *h->slots);
+        for (size_t i = cap - h->parked; i < cap; i++) h->slots[i].node->index = (uint32_t)i;
+    }
     return 0;
 }
 
-int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
-    if (h->count == h->capacity) {
-        if (h->holes) compact(h); /* room without growing, or at least a smaller copy */
+/* Whether dropping the holes (a re-heap, O(n)) pays for itself: it frees an eighth of the array
+ * at least. Otherwise a full array grows (each re-heap would free a few slots only, for as many
+ * parks or inserts). */
+static inline bool holes_pay(const rl_heap *h) { return h->holes && h->holes * 8 >= h->capacity; }
+
+/* Room for one more slot, in the heap or the parked region: 0 or -ENOMEM (then nothing changed).
+ * Without room the holes go when that pays, else the array grows; when it cannot grow, any hole
+ * will do. */
+static int make_room(rl_heap *h) {
+    if (h->count + h->parked < h->capacity) return 0;
+    if (holes_pay(h)) {
+        compact(h);
+        return 0;
     }
-    if (h->count == h->capacity && grow(h)) return -ENOMEM;
+    if (!grow(h)) return 0;
+    if (!h->holes) return -ENOMEM;
+    compact(h);
+    return 0;
+}
+
+/* Put node in the parked region (room made). */
+static void park_in(rl_heap *h, rl_heap_node *node) {
+    size_t i = h->capacity - ++h->parked;
+    h->slots[i] = (rl_heap_slot){__builtin_inf(), node};
+    node->index = (uint32_t)i;
+}
+
+/* Take the node at parked slot i out of the region: the lowest parked slot fills its place. */
+static rl_heap_node *unpark_from(rl_heap *h, size_t i) {
+    rl_heap_node *node = h->slots[i].node;
+    size_t low = h->capacity - h->parked--;
+    if (i != low) {
+        h->slots[i] = h->slots[low];
+        h->slots[i].node->index = (uint32_t)i;
+    }
+    node->index = RL_HEAP_NOT_IN_HEAP;
+    return node;
+}
+
+int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+    if (make_room(h)) return -ENOMEM;
+    if (when == __builtin_inf()) {
+        park_in(h, node);
+        return 0;
+    }
     size_t i = h->count++;
     place(h, i, (rl_heap_slot){when, node});
     sift_up(h, i);
@@ -116,18 +172,27 @@ int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     return 0;
 }
 
+/* The node at i leaves the heap's order: a hole where it was. */
+static void leave_hole(rl_heap *h, size_t i) {
+    h->slots[i].node = NULL;
+    h->holes++;
+    if (i == h->count - 1) trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
+    /* Holes never outnumber the nodes, parked ones included (they hold slots of the array too):
+     * a phase that parks the timeouts it fires leaves a hole for each, and compacts no sooner
+     * than the old way, which kept parked nodes in the heap. */
+    if (h->holes * 2 > h->count + h->parked) compact(h);
+}
+
 void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     if (!rl_heap_contains(h, node)) return;
     size_t i = node->index;
-    node->index = RL_HEAP_NOT_IN_HEAP;
-    h->slots[i].node = NULL;
-    h->holes++;
-    if (i == h->count - 1)
-        trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
-    else if (i > 0 && h->slots[(i - 1) / RL_HEAP_ARITY].when == h->slots[i].when)
-        sift_up(h, i); /* the key went down: past parents of the same date (a later parent cannot be) */
-    if (h->holes * 2 > h->count) compact(h);
-    if (h->count <= h->capacity / 4) maybe_shrink(h);
+    if (i >= h->count) {
+        (void)unpark_from(h, i);
+    } else {
+        node->index = RL_HEAP_NOT_IN_HEAP;
+        leave_hole(h, i);
+    }
+    if (h->count + h->parked <= h->capacity / 4) maybe_shrink(h);
 }
 
 const rl_heap_slot *rl_heap_first(rl_heap *h) {
@@ -155,38 +220,45 @@ void rl_heap_settle(rl_heap *h, size_t i, double old) {
     trim(h); /* moving up, it may have traded places with a hole at the end */
 }
 
-/* The node at i, keyed at INFINITY now (old before), has children: rather than sift it through
- * every level to the bottom (where INFINITY belongs), leave a hole at i with the old date (in
- * order where the node was) and append the node at the end (nothing is later than INFINITY, and
- * INFINITY ties with INFINITY): O(1), plus the holes' share of a compaction. A heap with no room
- * for one more slot drops its holes instead (a re-heap, O(n), when they are an eighth of it), or
- * grows (holes never outnumber nodes, so the array stays within twice the nodes, as for
- * removals), or sifts when it cannot grow: a park never fails. */
-void rl_heap_park(rl_heap *h, size_t i, double old) {
-    if (h->count == h->capacity) {
-        /* No room: re-heap without the holes (the node too) when they are many enough to pay
-         * for it (as rl_heap_first does), else grow; sift when growing fails. */
-        if (h->holes * 8 >= h->count) {
-            compact(h);
-            return;
-        }
-        if (grow(h)) {
-            rl_heap_sift_down(h, i);
-            return;
-        }
+/* The node at i (in the heap), keyed at INFINITY now: a hole where it was, and the node in the
+ * parked region. The region's slot comes from the heap's room, or from the hole just made. */
+void rl_heap_park(rl_heap *h, size_t i) {
+    rl_heap_node *node = h->slots[i].node;
+    leave_hole(h, i);
+    /* No room (the hole is still there, or it would have been trimmed): drop the holes when they
+     * are many enough to pay for it, else grow; drop them when growing fails. */
+    if (h->count + h->parked == h->capacity && (holes_pay(h) || grow(h))) compact(h);
+    park_in(h, node);
+}
+
+/* The parked node at i, keyed at when now (not INFINITY): at the end of the heap, and up. The
+ * slot it leaves in the region makes the room. */
+void rl_heap_unpark(rl_heap *h, size_t i, double when) {
+    rl_heap_node *node = unpark_from(h, i);
+    size_t at = h->count++;
+    place(h, at, (rl_heap_slot){when, node});
+    sift_up(h, at);
+    trim(h); /* it may have traded places with a hole */
+}
+
+void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(void *ctx, const rl_heap_slot *slot),
+                             void *ctx) {
+    /* The stack holds at most 3 slots per level below i plus 4 children, and 32-bit indexes
+     * make at most 17 levels. */
+    size_t stack[64], depth = 0;
+    stack[depth++] = i;
+    while (depth) {
+        size_t j = stack[--depth];
+        if (h->slots[j].node && !visit(ctx, &h->slots[j])) continue;
+        for (size_t c = j * RL_HEAP_ARITY + 1; c <= j * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
+            if (h->slots[c].when <= date) stack[depth++] = c;
     }
-    rl_heap_slot s = h->slots[i];
-    h->slots[i] = (rl_heap_slot){old, NULL};
-    h->holes++;
-    place(h, h->count++, s);
-    if (i > 0 && h->slots[(i - 1) / RL_HEAP_ARITY].when == old) sift_up(h, i); /* as rl_heap_remove's hole */
-    if (h->holes * 2 > h->count) compact(h);
 }
 
 void rl_heap_free(rl_heap *h) {
     free(h->slots);
     h->slots = NULL;
-    h->count = h->capacity = h->holes = 0;
+    h->count = h->capacity = h->holes = h->parked = 0;
 }
 
 double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, double when, double *until),
@@ -240,9 +312,28 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
         *why = "a hole at the end was not trimmed";
         return false;
     }
-    if (h->holes * 2 > h->count) {
+    if (h->holes * 2 > h->count + h->parked) {
         *why = "holes outnumber nodes";
         return false;
     }
+    if (h->count + h->parked > h->capacity) {
+        *why = "the heap and the parked region overlap";
+        return false;
+    }
+    for (size_t i = h->capacity - h->parked; i < h->capacity; i++) {
+        if (!h->slots[i].node || h->slots[i].node->index != i) {
+            *why = "a parked slot has no node, or its node another index";
+            return false;
+        }
+        if (h->slots[i].when != __builtin_inf()) {
+            *why = "a parked node is not keyed at INFINITY";
+            return false;
+        }
+    }
+    for (size_t i = 0; i < h->count; i++)
+        if (h->slots[i].node && h->slots[i].when == __builtin_inf()) {
+            *why = "a node keyed at INFINITY is in the heap, not parked";
+            return false;
+        }
     return true;
 }

@@ -13,16 +13,24 @@
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
  * near the top) this beats a binary heap.
  *
- * Removal is lazy. A removed node leaves a hole (and so does a node parked at INFINITY, which
- * goes to the end of the array instead of sifting through every level: rl_heap_park): its slot
- * keeps the date and loses the node, so
- * removing costs O(1) (a hole orders before the live slots of its date, so at most a few steps
- * up restore the order) instead of a sift through every level. Holes leave in two ways: a hole
- * that reaches the top is popped when someone asks for the earliest entry (rl_heap_first), and
- * when holes are many the heap is compacted at once: the live slots are gathered and re-heaped
- * in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires thousands of due one-shot
- * timers, then costs O(n) in all instead of O(n log n). Holes never outnumber live slots, so
- * memory stays within twice the live count (and the array shrinks after a burst).
+ * Nodes keyed at INFINITY (a disarmed timer, a timeout that fired and waits to be armed again)
+ * never come due, so they are not in the heap's order at all: they are parked at the top of the
+ * same array, slots [capacity - parked, capacity), in no order, and parking, unparking and
+ * removing one is O(1) with no sift. A parked node armed again goes to the end of the heap and
+ * up: a timeout armed from the loop's time is the latest, so it stays there, and timers armed in
+ * the order of their dates leave the heap's array in key order, which the timer phase then finds
+ * sorted (rl_heap_visit_due visits in array order). Both regions live in one array, so a parked
+ * node always has a slot to come back to: unparking never allocates, never fails.
+ *
+ * Removal is lazy. A removed (or parked) node leaves a hole: its slot keeps the date and loses
+ * the node, so removing costs O(1) (a hole orders before the live slots of its date, so at most a
+ * few steps up restore the order) instead of a sift through every level. Holes leave in two
+ * ways: a hole that reaches the top is popped when someone asks for the earliest entry
+ * (rl_heap_first), and when holes are many the heap is compacted at once: the live slots are
+ * gathered and re-heaped in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires
+ * thousands of due one-shot timers, then costs O(n) in all instead of O(n log n). Holes never
+ * outnumber live slots, so memory stays within twice the live count (and the array shrinks after
+ * a burst).
  * Only this heap walks its slots: the timer phase, the wake date, describe and verify go through
  * rl_heap_visit_due, rl_heap_coalesce and rl_heap_next, which pass over the holes.
  */
@@ -50,48 +58,57 @@ typedef struct {
 
 typedef struct {
     rl_heap_slot *slots;
-    size_t count;    /* slots in use, holes included */
+    size_t count;    /* slots of the heap in use, holes included: [0, count) */
     size_t capacity;
-    size_t holes;    /* slots whose node was removed (node NULL) */
+    size_t holes;    /* slots of the heap whose node was removed (node NULL) */
+    size_t parked;   /* nodes keyed at INFINITY: [capacity - parked, capacity) */
 } rl_heap;
 
 #define RL_HEAP_ARITY 4
 
-/* A hole orders before every live slot of its date: making a hole only ever lowers a key. Slots
- * at INFINITY (dormant timers, which never come due) are equal whatever their order and seq: a
- * dormant timer is parked without following a node pointer per comparison. */
+/* A hole ties with every slot of its date, so making one moves nothing: the heap stays in order
+ * by date everywhere, and by the whole key between live slots that no hole separates. That is all
+ * its users need: the wake date, the due walk and the pops look at dates, and the timer phase
+ * sorts (or checks) what it takes. Slots at INFINITY (only compaction's, parked nodes are out of
+ * the heap) are equal whatever their order and seq. */
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
-    if (!a->node || !b->node) return !a->node && b->node;
+    if (!a->node || !b->node) return false;
     if (__builtin_expect(a->when == __builtin_inf(), 0)) return false;
     if (a->node->order != b->node->order) return a->node->order < b->node->order;
     return a->node->seq < b->node->seq;
 }
 
-/* How many nodes the heap holds (holes not counted). */
-static inline size_t rl_heap_size(const rl_heap *h) { return h->count - h->holes; }
+/* How many nodes the heap holds (holes not counted, parked ones counted). */
+static inline size_t rl_heap_size(const rl_heap *h) { return h->count - h->holes + h->parked; }
 /* The date node is keyed at; node must be in h. */
 static inline double rl_heap_when(const rl_heap *h, const rl_heap_node *node) { return h->slots[node->index].when; }
+static inline bool rl_heap_is_parked(const rl_heap *h, size_t i) { return i >= h->capacity - h->parked && i < h->capacity; }
 static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) {
-    return node->index < h->count && h->slots[node->index].node == node;
+    size_t i = node->index;
+    return (i < h->count || rl_heap_is_parked(h, i)) && h->slots[i].node == node;
 }
 
-/* The next node of h from *i on, in array order (not key order), holes passed over, and its date
- * in *when; NULL past the last. Every node once: for (size_t i = 0; (node = rl_heap_next(h, &i,
- * &when));). Reads only. */
+/* The next node of h from *i on, in array order (not key order; the parked ones last), holes
+ * passed over, and its date in *when; NULL past the last. Every node once: for (size_t i = 0;
+ * (node = rl_heap_next(h, &i, &when));). Reads only. */
 static inline rl_heap_node *rl_heap_next(const rl_heap *h, size_t *i, double *when) {
-    for (; *i < h->count; ++*i)
+    size_t parked_from = h->capacity - h->parked;
+    for (;; ++*i) {
+        if (*i >= h->count && *i < parked_from) *i = parked_from;
+        if (*i >= h->capacity) return NULL;
         if (h->slots[*i].node) {
             *when = h->slots[*i].when;
             return h->slots[(*i)++].node;
         }
-    return NULL;
+    }
 }
 
 /* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
- * the heap is down to a quarter of it (above 256 slots). */
+ * the heap is down to a quarter of it (above 256 slots). A node keyed at INFINITY is parked. */
 __attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
-/* Take node out (nothing when it is not in h). O(1) amortized: it leaves a hole. */
+/* Take node out (nothing when it is not in h). O(1) amortized: it leaves a hole (a parked node
+ * leaves none). */
 __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_node *node);
 /* The earliest live slot, or NULL when the heap holds no node. Pops the holes at the top first
  * (or compacts, when holes are many), so it mutates: call it where h may be written. */
@@ -99,50 +116,67 @@ __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap 
 /* The out-of-line halves of rl_heap_update. */
 __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
-__attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i, double old);
+__attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
+__attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
 /* Give node (in h) the key (when, its order, its seq) and restore the order: a later date sifts
  * down only, an earlier one up only (the caller may have raised the node's seq, never lowered
- * it); nothing when node is not in h. Inline: the re-arm of a timeout to a later date, the
- * common case, mostly moves a node that has no child (three in four nodes of a 4-ary heap are
- * leaves, and a re-armed timeout, the latest, tends to be one), which costs a store and no call. */
+ * it); INFINITY parks the node and a date unparks it, both O(1) plus the sift up of a date;
+ * nothing when node is not in h. Never fails. Inline: the re-arm of a timeout to a later date,
+ * the common case, mostly moves a node that has no child (three in four nodes of a 4-ary heap
+ * are leaves, and a re-armed timeout, the latest, tends to be one), which costs a store and no
+ * call. */
 static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
     size_t i = node->index;
-    if (__builtin_expect(i >= h->count, 0) || __builtin_expect(h->slots[i].node != node, 0)) return;
+    if (__builtin_expect(i >= h->count, 0)) {
+        if (rl_heap_is_parked(h, i) && h->slots[i].node == node && when != __builtin_inf()) rl_heap_unpark(h, i, when);
+        return;
+    }
+    if (__builtin_expect(h->slots[i].node != node, 0)) return;
+    if (__builtin_expect(when == __builtin_inf(), 0)) {
+        rl_heap_park(h, i);
+        return;
+    }
     double old = h->slots[i].when;
     h->slots[i].when = when;
     if (__builtin_expect(when > old, 1)) {
-        /* Only its children can now be earlier; moving down leaves no hole at the end. A node
-         * parked at INFINITY (a fired timeout, a disarm) leaves a hole instead and goes to the
-         * end, where it is in order at once (rl_heap_park). */
-        if (i * RL_HEAP_ARITY + 1 < h->count) {
-            if (when == __builtin_inf()) rl_heap_park(h, i, old);
-            else rl_heap_sift_down(h, i);
-        }
+        if (i * RL_HEAP_ARITY + 1 < h->count) rl_heap_sift_down(h, i); /* only its children can now be earlier */
     } else {
         rl_heap_settle(h, i, old);
     }
 }
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 
-/* Call visit(ctx, slot) for every node keyed at or before date: a depth-first walk from the root
- * over the subtree of the due slots (a slot later than date has no due child), through holes too
- * (their children may be due), in no particular order; the caller sorts by rl_heap_slot_less if
- * it wants the key order. visit returns false to pass over the node's subtree (it could not take
- * the node). Pops the holes at the top first, as rl_heap_first does. Inline, so that a static
- * visit is inlined into the walk: the timer phase calls it every pass that has a timer due. */
+/* The depth-first half of rl_heap_visit_due: the due part of the subtree at i. */
+__attribute__((visibility("hidden"))) void rl_heap_visit_due_below(rl_heap *h, size_t i, double date,
+                                                                   bool (*visit)(void *ctx, const rl_heap_slot *slot),
+                                                                   void *ctx);
+
+/* Call visit(ctx, slot) for every node keyed at or before date, in the order of the array (level
+ * by level, a parent before its children), through holes too (their children may be due): a walk
+ * from the root over the subtree of the due slots (a slot later than date has no due child).
+ * When a level holds more due slots than the walk's queue (1024), the rest goes depth first, in
+ * no particular order. The array's order is the key order when the nodes were armed in the order
+ * of their keys (timeouts from the loop's time: each is the latest), so a caller that wants the
+ * key order checks before it sorts. visit returns false to pass over the node's subtree (it could
+ * not take the node). Pops the holes at the top first, as rl_heap_first does. Inline, so that a
+ * static visit is inlined into the walk: the timer phase calls it every pass that has a timer
+ * due. */
 static inline void rl_heap_visit_due(rl_heap *h, double date, bool (*visit)(void *ctx, const rl_heap_slot *slot),
                                      void *ctx) {
     const rl_heap_slot *first = rl_heap_first(h);
     if (!first || !(first->when <= date)) return;
-    /* The stack holds at most 3 slots per level below the root plus 4 children, and 32-bit
-     * indexes make at most 17 levels. */
-    size_t stack[64], depth = 0;
-    stack[depth++] = 0;
-    while (depth) {
-        size_t i = stack[--depth];
+    enum { QUEUE = 1024 };
+    uint32_t queue[QUEUE];
+    size_t head = 0, tail = 0;
+    queue[tail++] = 0;
+    while (head != tail) {
+        size_t i = queue[head++ % QUEUE];
         if (h->slots[i].node && !visit(ctx, &h->slots[i])) continue;
-        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
-            if (h->slots[c].when <= date) stack[depth++] = c;
+        for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
+            if (!(h->slots[c].when <= date)) continue;
+            if (tail - head < QUEUE) queue[tail++ % QUEUE] = (uint32_t)c;
+            else rl_heap_visit_due_below(h, c, date, visit, ctx);
+        }
     }
 }
 

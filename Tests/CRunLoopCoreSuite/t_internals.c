@@ -7,6 +7,7 @@
  */
 #include "rlt.h"
 #include "../../Sources/CRunLoopCore/internal.h"
+#include "../../Sources/CRunLoopCore/sort.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -59,7 +60,8 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
             in[i] = false;
         } else {
             /* One update in four parks the node at INFINITY (a disarm, a fired timeout): a
-             * hole where it was and the node at the end (rl_heap_park). */
+             * hole where it was and the node in the parked region (rl_heap_park); a date unparks
+             * it again (rl_heap_unpark). */
             when[i] = rng() % 4 == 0 ? INFINITY : (double)(rng() % 1000);
             nodes[i].seq = ++seq;
             rl_heap_update(&h, &nodes[i], when[i]);
@@ -72,16 +74,20 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
         }
         /* Removal leaves holes, so the count of slots and of nodes differ; the nodes are all
          * there with their dates. Now and then the earliest entry is asked for (which pops the
-         * holes above it): it is the least of the model's nodes. */
+         * holes above it): it has the least date of the model's nodes (a hole ties with the
+         * slots of its date, so among equal dates the whole key is not promised), and none when
+         * every node is parked. */
         size_t live = 0;
         for (int k = 0; k < NODES; k++) live += in[k];
         RLT_CHECK_EQ(rl_heap_size(&h), live);
         if (step % 7 == 0) {
             const rl_heap_slot *first = rl_heap_first(&h);
-            RLT_CHECK_EQ(first != NULL, live > 0);
-            for (int k = 0; first && k < NODES; k++)
-                if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] ||
-                              key_less(when[k], &nodes[k], first->when, first->node))) {
+            size_t dated = 0;
+            for (int k = 0; k < NODES; k++) dated += in[k] && when[k] != INFINITY;
+            RLT_CHECK_EQ(first != NULL, dated > 0);
+            RLT_CHECK_EQ(h.parked, live - dated);
+            for (int k = 0; k < NODES; k++)
+                if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] || (first && when[k] < first->when))) {
                     rlt_fail(__FILE__, __LINE__, "node %d misplaced or misdated at step %d", k, step);
                     rl_heap_free(&h);
                     return;
@@ -91,17 +97,23 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
         if (h.holes) saw_holes = true;
     }
     RLT_CHECK(saw_holes);
-    /* Draining pops in key order, and the array shrinks as the heap empties. */
-    rl_heap_node *last = NULL;
+    /* Draining pops in date order, then the parked nodes are all that is left, and the array
+     * shrinks as the heap empties. */
     double last_when = 0;
     for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
         rl_heap_node *top = first->node;
-        double top_when = first->when;
-        RLT_CHECK(!last || !key_less(top_when, top, last_when, last));
+        RLT_CHECK(first->when >= last_when && first->when != INFINITY);
+        last_when = first->when;
         rl_heap_remove(&h, top);
-        last = top;
-        last_when = top_when;
+        in[top - nodes] = false;
     }
+    RLT_CHECK_EQ(rl_heap_size(&h), h.parked);
+    for (int k = 0; k < NODES; k++)
+        if (in[k]) {
+            RLT_CHECK(when[k] == INFINITY && rl_heap_contains(&h, &nodes[k]));
+            rl_heap_remove(&h, &nodes[k]);
+            RLT_CHECK(rl_heap_verify(&h, &why));
+        }
     RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
     RLT_CHECK(peak > 256);
     RLT_CHECK(h.capacity <= 512);
@@ -251,6 +263,154 @@ RLT_TEST(heap_removal_is_lazy_and_compacts_when_holes_outnumber_nodes) {
     RLT_CHECK(small.holes * 2 <= small.count);
     RLT_CHECK_EQ(rl_heap_size(&small), (size_t)1);
     rl_heap_free(&small);
+}
+
+/* Nodes keyed at INFINITY leave the heap's order for the parked region at the top of the same
+ * array: O(1) in and out, no sift, and the way back never allocates (the slot it leaves is the
+ * room it needs). The heap's first entry and its due walk never see them; rl_heap_next and
+ * rl_heap_size do. */
+static bool count_visit(void *ctx, const rl_heap_slot *slot) {
+    (void)slot;
+    ++*(size_t *)ctx;
+    return true;
+}
+
+RLT_TEST(heap_parks_nodes_at_infinity_out_of_its_order_and_takes_them_back_without_allocating) {
+    enum { N = 1000 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    const char *why = "";
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], 10.0 + i), 0);
+    }
+    /* Park them all (a fire phase's fired timeouts): the heap's order empties. */
+    for (int i = 0; i < N; i++) {
+        nodes[i].seq = (uint64_t)(N + i + 1);
+        rl_heap_update(&h, &nodes[i], INFINITY);
+        RLT_CHECK(nodes[i].index >= h.capacity - h.parked && nodes[i].index < h.capacity);
+    }
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    RLT_CHECK_EQ(h.parked, (size_t)N);
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N);
+    RLT_CHECK(rl_heap_first(&h) == NULL);
+    size_t visited = 0;
+    rl_heap_visit_due(&h, INFINITY, count_visit, &visited);
+    RLT_CHECK_EQ(visited, (size_t)0);
+    size_t listed = 0;
+    double when;
+    for (size_t i = 0; rl_heap_next(&h, &i, &when);) listed += when == INFINITY;
+    RLT_CHECK_EQ(listed, (size_t)N);
+    /* Arm them again in the order of their dates (timeouts from the loop's time): no growth, no
+     * reallocation, and each new date is the latest, so it stays at the end of the heap. */
+    rl_heap_slot *array = h.slots;
+    size_t capacity = h.capacity;
+    for (int i = 0; i < N; i++) {
+        nodes[i].seq = (uint64_t)(2 * N + i + 1);
+        rl_heap_update(&h, &nodes[i], 100.0);
+        RLT_CHECK(h.slots == array && h.capacity == capacity);
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK_EQ(h.parked, (size_t)0);
+    RLT_CHECK_EQ(h.count, (size_t)N);
+    for (int i = 0; i < N; i++) RLT_CHECK_EQ(h.slots[i].node, &nodes[i]);
+    /* A parked node removed leaves no hole; one inserted at INFINITY goes straight to the region. */
+    rl_heap_update(&h, &nodes[7], INFINITY);
+    size_t holes = h.holes;
+    rl_heap_remove(&h, &nodes[7]);
+    RLT_CHECK_EQ(h.holes, holes);
+    RLT_CHECK(!rl_heap_contains(&h, &nodes[7]));
+    RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[7], INFINITY), 0);
+    RLT_CHECK_EQ(h.parked, (size_t)1);
+    RLT_CHECK(rl_heap_contains(&h, &nodes[7]));
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    rl_heap_free(&h);
+}
+
+/* The due walk goes level by level in the array's order, so a heap filled in key order is walked
+ * in key order (the timer phase then has nothing to sort); a due set wider than the walk's queue
+ * is still visited whole, once each. */
+typedef struct {
+    size_t visited, out_of_order;
+    rl_heap_node *last;
+} order_walk;
+
+static bool order_visit(void *ctx, const rl_heap_slot *slot) {
+    order_walk *w = ctx;
+    if (w->last && slot->node->index <= w->last->index) w->out_of_order++;
+    w->last = slot->node;
+    w->visited++;
+    return true;
+}
+
+RLT_TEST(heap_due_walk_goes_in_array_order_and_covers_wide_levels) {
+    enum { N = 20000 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], i < 900 ? 5.0 : 50.0 + i), 0);
+    }
+    order_walk w = {0, 0, NULL};
+    rl_heap_visit_due(&h, 5.0, order_visit, &w);
+    RLT_CHECK_EQ(w.visited, (size_t)900);
+    RLT_CHECK_EQ(w.out_of_order, (size_t)0);
+    size_t visited = 0;
+    rl_heap_visit_due(&h, INFINITY, count_visit, &visited); /* wider than the queue: 15000 leaves */
+    RLT_CHECK_EQ(visited, (size_t)N);
+    rl_heap_free(&h);
+}
+
+/* The timer phase's sort (rl_sort_due) on what the heap's due walk hands it: in order already,
+ * nearly (a pop moved a few along one path; one far off), or not at all (random dates; one date
+ * with seqs in random order, short and long), against a model: a permutation in key order. */
+static bool sorted_permutation(const rl_due_timer *d, size_t n, rl_heap_node *nodes) {
+    static bool seen[6000];
+    memset(seen, 0, sizeof seen);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = (size_t)(d[i].key.node - nodes);
+        if (k >= n || seen[k]) return false;
+        seen[k] = true;
+        if (i && !rl_heap_slot_less(&d[i - 1].key, &d[i].key)) return false;
+    }
+    return true;
+}
+
+RLT_TEST(due_timers_sort_whatever_order_they_come_in) {
+    enum { MAX = 6000 };
+    static rl_heap_node nodes[MAX];
+    static rl_due_timer d[MAX], scratch[MAX];
+    const size_t sizes[] = {2, 31, 300, 5000};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        for (int shape = 0; shape < 5; shape++) {
+            for (size_t i = 0; i < n; i++) {
+                nodes[i] = (rl_heap_node){.order = 0, .seq = i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+                double when = shape == 3 ? 7.0 : shape == 4 ? (double)(rng() % 1000) : 1.0 + (double)(i / 3);
+                d[i] = (rl_due_timer){.key = {when, &nodes[i]}};
+            }
+            if (shape == 1 && n > 2) { /* one far off: the last at the front */
+                rl_due_timer x = d[n - 1];
+                memmove(&d[1], &d[0], (n - 1) * sizeof *d);
+                d[0] = x;
+            }
+            if (shape == 2) /* a few moved along a path, as a pop does */
+                for (size_t i = 1; i < n; i *= 4) {
+                    rl_due_timer x = d[i];
+                    d[i] = d[i - 1];
+                    d[i - 1] = x;
+                }
+            if (shape == 3 || shape == 4) /* scrambled */
+                for (size_t i = n - 1; i > 0; i--) {
+                    size_t j = (size_t)(rng() % (i + 1));
+                    rl_due_timer x = d[i];
+                    d[i] = d[j];
+                    d[j] = x;
+                }
+            rl_sort_due(d, n, s % 2 ? scratch : NULL);
+            if (!sorted_permutation(d, n, nodes)) rlt_fail(__FILE__, __LINE__, "%zu timers of shape %d not sorted", n, shape);
+        }
+    }
 }
 
 RLT_TEST(heap_verify_reports_a_broken_heap) {

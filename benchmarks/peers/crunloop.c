@@ -158,9 +158,9 @@ static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat
  * and libuv's uv_timer_start arm (no clock reading): a one-shot start makes a timeout at
  * rl_loop_get_time() + delay (RL_TIMER_IN_DATE_AS_GIVEN) and adds it; the timeout stays valid
  * after it fired, so a restart is rl_timer_rearm_from_loop_time (no allocation, no reference
- * counting); a stop removes it from the mode (O(1): a hole in the heap), and the start after a
- * stop adds it back first (a timer in no loop has no loop time to count from). Only a repeating
- * start, whose interval is fixed at creation, makes a new timer. */
+ * counting); a stop is rl_timer_disarm (O(1): the timer stays in its mode, parked at INFINITY
+ * until armed again). Only a repeating start, whose interval is fixed at creation, makes a new
+ * timer. */
 static void cr_timer_start(void *tp, double delay, double repeat)
 {
     cr_item_t *it = tp;
@@ -191,7 +191,9 @@ static void cr_timer_again(void *tp, double delay)
 static void cr_timer_stop(void *tp)
 {
     cr_item_t *it = tp;
-    if (it->obj && rl_loop_remove_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0) it->in_mode = 0;
+    if (!it->obj) return;
+    if (rl_timer_is_timeout(it->obj)) rl_timer_disarm(it->obj);
+    else if (rl_loop_remove_timer(it->loop->rl, it->obj, RL_DEFAULT_MODE) == 0) it->in_mode = 0;
 }
 
 static void cr_timer_free(void *tp)

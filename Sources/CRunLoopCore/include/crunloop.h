@@ -90,7 +90,10 @@
  *   an earlier one), comparing dates first and following a timer's pointer only to break a tie
  *   of dates (never among dormant timers). A timer with no child in the heap (most re-armed
  *   timeouts: the latest timers sit at its bottom) moves with no sift at all, and a disarm, or the
- *   park of a fired timeout, is O(1): a hole where the timer was, the timer appended at the end.
+ *   park of a fired timeout, is O(1): a hole where the timer was, and the timer leaves the heap's
+ *   order for a parked region at the top of the same array, from which arming it again takes it
+ *   back (to the end of the heap, where a timeout armed from the loop's time stays) without
+ *   allocating. Timeouts armed in the order of their dates fire with nothing to sort.
  *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
  *   loop's lock has a fast half for its own thread (a flag it sets and one it reads, one locked
  *   instruction) that it takes whenever no other thread holds the lock. About 110 instructions on
@@ -153,8 +156,11 @@
  *   the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
- *   fires k due timers collects them in O(k), sorts them (O(k log k) in place up to 256, a
- *   radix sort in O(k) above) and allocates only when k > 32 and more than the
+ *   fires k due timers collects them in O(k), in the heap's array order, which is their order when
+ *   they were armed in the order of their dates (timeouts armed from the loop's time) or nearly
+ *   (an insertion sort that stops after O(k) moves puts them in order), else sorts them
+ *   (O(k log k) in place up to 256, a radix sort in O(k) above), and allocates only when k > 32
+ *   and more than the
  *   loop's previous fire phase kept room for (up to 4096). It holds them until it ends, as
  *   CF's holds its array of due timers, but without a reference each: a timer it took that a
  *   callout (or another thread) removes keeps one of the loop's references until then. Firing a
