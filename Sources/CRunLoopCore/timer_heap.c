@@ -188,6 +188,7 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     size_t i = node->index;
     if (i >= h->count) {
         (void)unpark_from(h, i);
+        if (h->holes * 2 > h->count + h->parked) compact(h); /* one node fewer to outnumber */
     } else {
         node->index = RL_HEAP_NOT_IN_HEAP;
         leave_hole(h, i);
