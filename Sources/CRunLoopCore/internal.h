@@ -474,9 +474,16 @@ struct rl_loop {
     pthread_mutex_t lock;
     /* The fast section (rl_loop_lock): fast is set while the loop's thread is in one, fast_out
      * while another thread holds the mutex (or is taking it); fast_held (the loop's thread only)
-     * says which of the two an rl_loop_lock of the loop's thread took. */
-    atomic_bool fast, fast_out;
+     * says which of the two an rl_loop_lock of the loop's thread took. bias: the loop's thread
+     * may enter with no fence (set by it under the mutex, cleared by another thread under the
+     * mutex before a membarrier); cross_locks counts other threads' mutex sections (under the
+     * mutex), which the loop's thread compares with cross_seen (its own) to re-bias once they
+     * stop: bias_quiet checks in a row that found none; bias_revoked counts the revocations
+     * (under the mutex; the tests read it). */
+    atomic_bool fast, fast_out, bias;
     bool fast_held;
+    unsigned bias_quiet;
+    size_t cross_locks, cross_seen, bias_revoked;
     /* Its thread exited (or is not in this process after fork): the loop takes no more items and,
      * once closed, holds no kernel object. Written under the lock; wakers read it without. */
     atomic_bool dead;
@@ -564,7 +571,8 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
  * The loop's lock, in two halves. The mutex is what every thread but the loop's own takes; the
  * loop's own thread takes, when no other thread holds the mutex, its fast section instead: two
  * flags and no mutex (about 10 instructions and one locked instruction where the mutex's lock
- * and unlock cost about 55 and two). Either gives its holder everything loop->lock guards.
+ * and unlock cost about 55 and two; none at all while the loop is biased, below). Either gives
+ * its holder everything loop->lock guards.
  *
  * Why they exclude each other (the asymmetric Dekker handshake): the loop's thread stores fast
  * and then loads fast_out; a thread that took the mutex stores fast_out and then loads fast; all
@@ -577,6 +585,22 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
  * its fast sections and mutex sections follow each other, so fast sections never overlap each
  * other nor the loop's own mutex sections.
  *
+ * The bias: the seq_cst store is a full fence (a locked instruction on x86), which keeps a
+ * timeout's re-arm from overlapping the next one's cache misses. While no other thread takes the
+ * mutex (the usual state of a loop busy with its own timers), the loop is biased: its thread
+ * stores fast with no fence, and the fence is moved to the other side, which pays for it once,
+ * when it first takes the mutex: it clears bias and calls membarrier(PRIVATE_EXPEDITED) before
+ * it loads fast, which runs a full fence on the loop's thread wherever that thread is. Either
+ * the loop's store of fast came before that fence (so the other thread sees it and waits), or
+ * the loop's loads after its store come after it (so they see bias cleared and fast_out set: it
+ * takes the fenced path, finds fast_out and leaves). The loop's thread loads bias after its
+ * store of fast for that reason. Once cleared, both sides use the seq_cst handshake above; the
+ * loop's thread biases itself again, under the mutex, after RL_BIAS_QUIET of its passes' locked
+ * sections in a row saw no other thread's (a thread that locks the loop now and then pays one
+ * membarrier, a few microseconds, each time; one that locks it often keeps it unbiased). No
+ * bias where membarrier is missing (old kernels, valgrind) or under ThreadSanitizer, which
+ * cannot see the fence the kernel makes: there the seq_cst handshake is all.
+ *
  * The contract: a thread other than the loop's takes the lock only through rl_loop_lock or
  * rl_loop_lock_mutex (a bare pthread_mutex_lock would not wait out a fast section); the loop's
  * own thread may use either these or the bare mutex (run.c, which only runs the caller's own
@@ -585,7 +609,40 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
  * threads spin while it lasts) and must not block: the timer and observer operations of the
  * loop's own thread, not a pass's phases.
  */
+#if defined(__SANITIZE_THREAD__)
+#define RL_BIAS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RL_BIAS 0
+#endif
+#endif
+#ifndef RL_BIAS
+#define RL_BIAS 1
+#endif
+enum { RL_BIAS_QUIET = 16 };
 RL_HIDDEN void rl_loop_exclude_fast(rl_loop_t *loop);
+/* Whether membarrier(PRIVATE_EXPEDITED) works in this process (registered at the first ask). */
+RL_HIDDEN bool rl_bias_available(void);
+/* After fork, in the child: ask again (the registration is the process's). */
+RL_HIDDEN void rl_bias_after_fork_child(void);
+/* The loop's thread, holding loop's mutex, at a pass's locked section: bias the loop again once
+ * RL_BIAS_QUIET such sections in a row saw no other thread's. A load when biased already. */
+static inline void rl_loop_maybe_bias(rl_loop_t *loop) {
+#if RL_BIAS
+    if (atomic_load_explicit(&loop->bias, memory_order_relaxed)) return;
+    if (loop->cross_locks != loop->cross_seen) {
+        loop->cross_seen = loop->cross_locks;
+        loop->bias_quiet = 0;
+        return;
+    }
+    if (++loop->bias_quiet >= RL_BIAS_QUIET && rl_bias_available()) {
+        loop->bias_quiet = 0;
+        atomic_store_explicit(&loop->bias, true, memory_order_relaxed);
+    }
+#else
+    (void)loop;
+#endif
+}
 /* The mutex (any thread): a thread other than the loop's then waits out a fast section. */
 static inline void rl_loop_lock_mutex(rl_loop_t *loop) {
     pthread_mutex_lock(&loop->lock);
@@ -594,10 +651,22 @@ static inline void rl_loop_lock_mutex(rl_loop_t *loop) {
 /* The lock on the loop's own thread (rl_tls_loop == loop): its fast section when no other thread
  * holds the mutex, else the mutex. Undo with rl_loop_unlock_own. */
 static inline void rl_loop_lock_own(rl_loop_t *loop) {
-    atomic_store_explicit(&loop->fast, true, memory_order_seq_cst);
-    if (__builtin_expect(!atomic_load_explicit(&loop->fast_out, memory_order_seq_cst), 1)) {
-        loop->fast_held = true;
-        return;
+#if RL_BIAS
+    atomic_store_explicit(&loop->fast, true, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* bias is loaded after fast is stored */
+    if (__builtin_expect(atomic_load_explicit(&loop->bias, memory_order_relaxed), 1)) {
+        if (__builtin_expect(!atomic_load_explicit(&loop->fast_out, memory_order_acquire), 1)) {
+            loop->fast_held = true;
+            return;
+        }
+    } else
+#endif
+    {
+        atomic_store_explicit(&loop->fast, true, memory_order_seq_cst);
+        if (__builtin_expect(!atomic_load_explicit(&loop->fast_out, memory_order_seq_cst), 1)) {
+            loop->fast_held = true;
+            return;
+        }
     }
     atomic_store_explicit(&loop->fast, false, memory_order_release);
     pthread_mutex_lock(&loop->lock);

@@ -100,6 +100,7 @@ static void child(void) {
     /* Every lock is held by this thread: fix up each loop under its own lock, then let go. The
      * signal eventfd is replaced first, so that the surviving loop's new set watches the new one. */
     rl_signals_after_fork_child();
+    rl_bias_after_fork_child();
     for (rl_loop_t *l = loops; l; l = l->registry_next) rl_loop_after_fork_child(l, l == rl_tls_loop);
     rl_main_loop_after_fork_child();
     release_all();

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#endif
 
 RL_HIDDEN _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("initial-exec")));
 
@@ -145,8 +149,47 @@ bool rl_loop_is_current(rl_loop_t *loop) {
  * refused. BUSY is only set with a stripe held, so fork (which takes every stripe) never leaves
  * an item BUSY in the child.
  */
+/* membarrier(2): 1 works (registered), -1 does not, 0 not asked yet. */
+static atomic_int bias_state;
+
+bool rl_bias_available(void) {
+    int state = atomic_load_explicit(&bias_state, memory_order_acquire);
+    if (state) return state > 0;
+#if RL_BIAS && defined(__NR_membarrier)
+    long commands = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    state = commands >= 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0
+                ? 1
+                : -1;
+#else
+    state = -1;
+#endif
+    atomic_store_explicit(&bias_state, state, memory_order_release);
+    return state > 0;
+}
+
+void rl_bias_after_fork_child(void) { atomic_store_explicit(&bias_state, 0, memory_order_relaxed); }
+
+/* The full fence on every thread of the process that the revocation of a bias needs. It cannot
+ * fail once registered (rl_bias_available said so before any loop was biased); if it did, the
+ * loop's thread could be inside a fast section unseen: a state that cannot happen. */
+static void fence_every_thread(void) {
+#if RL_BIAS && defined(__NR_membarrier)
+    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+#endif
+    abort();
+}
+
 void rl_loop_exclude_fast(rl_loop_t *loop) {
     atomic_store_explicit(&loop->fast_out, true, memory_order_seq_cst);
+    loop->cross_locks++;
+    /* A biased loop's thread stores fast with no fence: clear the bias and fence its thread from
+     * here (internal.h, "The bias"), once; it biases itself again when other threads keep away. */
+    if (atomic_load_explicit(&loop->bias, memory_order_relaxed)) {
+        atomic_store_explicit(&loop->bias, false, memory_order_relaxed);
+        loop->bias_revoked++;
+        fence_every_thread();
+    }
     /* A fast section is a few hundred instructions, but its thread may be preempted in it. */
     for (unsigned spins = 0; atomic_load_explicit(&loop->fast, memory_order_seq_cst); spins++) {
         if (spins < 64) rl_cpu_relax();
@@ -325,6 +368,9 @@ void rl_loop_close(rl_loop_t *loop) {
 }
 
 void rl_loop_after_fork_child(rl_loop_t *loop, bool survives) {
+    /* Unbiased until its thread finds membarrier registered in this process again. */
+    atomic_store_explicit(&loop->bias, false, memory_order_relaxed);
+    loop->bias_quiet = 0;
     rl_wake_after_fork(loop);
     rl_lag_after_fork_child(loop);
     if (survives && !loop->dead) {

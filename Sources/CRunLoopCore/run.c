@@ -99,6 +99,7 @@ static int wait_for_events(rl_loop_t *loop, rl_run_frame *run, bool poll, bool s
          * back. */
         loop->host_mode = NULL;
         rl_fd_table_unpark_for(loop, run->mode);
+        rl_loop_maybe_bias(loop);
         read_poll_state(loop, run->mode, state);
         if (!poll) {
             deadline = rl_wake_deadline(loop, run->mode); /* loop->run is run, and no host waits */
@@ -236,6 +237,7 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     loop->run = &run;
     loop->host_mode = NULL; /* the host (if any) is not waiting while the loop runs */
     rl_fd_table_unpark_for(loop, run.mode);
+    rl_loop_maybe_bias(loop);
     poll_state state;
     read_poll_state(loop, run.mode, &state); /* so that a run that polls locks no more till its end */
     pthread_mutex_unlock(&loop->lock);

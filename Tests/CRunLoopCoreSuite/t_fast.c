@@ -89,6 +89,85 @@ RLT_TEST(loop_thread_timer_calls_wait_for_another_thread_holding_the_lock) {
     rl_release(t);
 }
 
+/* ---- The bias (internal.h, "The bias") ---- */
+
+/* A loop's passes bias it once other threads keep away, and another thread's lock clears the
+ * bias again (with the fence it owes the loop's thread). Where membarrier is missing (valgrind)
+ * or under ThreadSanitizer nothing is ever biased. */
+RLT_TEST(a_loop_is_biased_after_quiet_passes_and_unbiased_by_another_threads_lock) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *keep = tt_keepalive(DEF);
+    for (int i = 0; i < 4 * RL_BIAS_QUIET; i++) rl_run_in_mode(DEF, 0, false);
+    bool can = RL_BIAS && rl_bias_available();
+    RLT_CHECK_EQ(atomic_load(&loop->bias), can);
+    holder_t h = {.loop = loop, .handshake = true};
+    pthread_t th;
+    start_holder(&h, &th);
+    RLT_CHECK(!atomic_load(&loop->bias));
+    pthread_join(th, NULL);
+    rl_run_in_mode(DEF, 0, false); /* one quiet pass is not enough */
+    RLT_CHECK(!atomic_load(&loop->bias));
+    for (int i = 0; i < 4 * RL_BIAS_QUIET; i++) rl_run_in_mode(DEF, 0, false);
+    RLT_CHECK_EQ(atomic_load(&loop->bias), can);
+    rl_timer_invalidate(keep); /* borrowed: the loop held the only reference */
+}
+
+/* Mutual exclusion across the bias's revocations: the loop's thread keeps entering its fast
+ * section (biased whenever it can, since it runs quiet passes in between) and another thread
+ * takes the lock the library's way now and then, each time finding the loop biased again and
+ * revoking it; both add to a plain counter inside, a read and a write apart. A fast section that
+ * the revoker failed to wait out loses increments. */
+typedef struct {
+    rl_loop_t *loop;
+    atomic_bool stop;
+    long count, others;
+} bias_race_t;
+
+static void slow_increment(long *counter) {
+    long v = *(volatile long *)counter;
+    for (volatile int k = 0; k < 20; k++) {}
+    *(volatile long *)counter = v + 1;
+}
+
+static void *lock_now_and_then(void *arg) {
+    bias_race_t *r = arg;
+    while (!atomic_load(&r->stop)) {
+        rl_loop_lock_mutex(r->loop);
+        slow_increment(&r->count);
+        r->others++;
+        rl_loop_unlock(r->loop);
+        tt_sleep(0.0002); /* long enough for the loop to bias again */
+    }
+    return NULL;
+}
+
+RLT_TEST(fast_sections_exclude_another_threads_lock_across_bias_revocations) {
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *keep = tt_keepalive(DEF);
+    bias_race_t r = {.loop = loop};
+    atomic_init(&r.stop, false);
+    size_t revoked_before = loop->bias_revoked;
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, lock_now_and_then, &r), 0);
+    long own = 0;
+    double end = rl_time_now() + 1.0;
+    while (rl_time_now() < end) {
+        for (int i = 0; i < 20; i++) {
+            rl_loop_lock_own(loop);
+            slow_increment(&r.count);
+            own++;
+            rl_loop_unlock_own(loop);
+        }
+        rl_run_in_mode(DEF, 0, false);
+    }
+    atomic_store(&r.stop, true);
+    pthread_join(th, NULL);
+    RLT_CHECK_EQ(r.count, own + r.others);
+    RLT_CHECK(r.others > 0);
+    if (RL_BIAS && rl_bias_available()) RLT_CHECK(loop->bias_revoked - revoked_before > 10);
+    rl_timer_invalidate(keep); /* borrowed: the loop held the only reference */
+}
+
 /* ---- Many threads on the same timers ---- */
 
 enum { SHARED = 64, OTHERS = 2 };
