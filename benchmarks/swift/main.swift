@@ -281,31 +281,48 @@ struct TimerCosts {
 /// One API's timers: how to make a due one-shot timer, add it, run one polling pass, and let go
 /// of the caller's reference. Every variant runs through the one `measure` below, so the
 /// harness's own cost (the closure calls) is the same for all.
+///
+/// Every variant's `Item` is a pointer that owns one reference (`OpaquePointer` for the C API,
+/// `Unmanaged` for Swift objects): `make` returns it, `drop` gives it back. So the arrays of
+/// timers cost every variant the same: iterating an array of Swift references instead would
+/// retain and release each element around the opaque `add` and `drop` (two atomic operations
+/// per timer and per loop over the array that an array of C pointers does not pay, and that are
+/// the array's, not the timer API's).
 struct TimerAPI<Item> {
     let fired: Count
     let make: () -> Item
     let add: (Item) -> Void
     let pass: () -> Void
-    /// Gives back the caller's reference (C); the Swift handles go when the array lets go.
+    /// Gives back the caller's reference.
     let drop: (Item) -> Void
 
+    /// Nanoseconds per timer made and let go, in batches of `batch` kept in an array.
     @inline(never)
-    func measure(_ count: Int, batch: Int) -> TimerCosts {
-        var costs = TimerCosts()
+    func createRelease(_ count: Int, batch: Int) -> Double {
         var timers: [Item] = []
         timers.reserveCapacity(batch)
         let batches = max(1, count / batch)
-        let before = fired.value
-
-        var start = nowNanos()
+        let start = nowNanos()
         for _ in 0..<batches {
             for _ in 0..<batch { timers.append(make()) }
             for timer in timers { drop(timer) }
             timers.removeAll(keepingCapacity: true)
         }
-        costs.create = Double(nowNanos() - start) / Double(batches * batch)
+        return Double(nowNanos() - start) / Double(batches * batch)
+    }
 
+    @inline(never)
+    func measure(_ count: Int, batch: Int) -> TimerCosts {
+        var costs = TimerCosts()
+        let batches = max(1, count / batch)
+        let before = fired.value
+
+        costs.create = createRelease(count, batch: batch)
+
+        var timers: [Item] = []
+        timers.reserveCapacity(batch)
         var elapsed: UInt64 = 0
+        var start: UInt64 = 0
         for _ in 0..<batches {
             for _ in 0..<batch { timers.append(make()) }
             start = nowNanos()
@@ -360,46 +377,54 @@ extension TimerAPI {
 }
 
 /// The least a Swift timer handle can cost to create and release, whatever its design: an object
-/// that stores the user's closure and has room for the C timer inside it (104 bytes, so one
-/// allocation in all), plus the clock reading with which the C core clamps a past fire date. It
-/// makes no C timer and is never scheduled, so only its create+release figure exists: the floor
-/// for the Swift layer's create+release row, measured the same way (batches of 1000 in an array).
+/// that stores the user's closure and has room for the C timer inside it (`RL_TIMER_STORAGE_SIZE`
+/// bytes: 16 + 16 + 72 = 104 bytes with the object's header, so one allocation in all), plus the
+/// clock reading with which the C core clamps a past fire date. It makes no C timer and is never
+/// scheduled, so only its create+release figure exists: the floor for the Swift layer's
+/// create+release row, measured the same way (`TimerAPI.createRelease`).
+///
+/// Its size matters beyond its bytes: glibc's malloc keeps freed chunks of up to 128 bytes in
+/// fastbins (a push and a pop), larger ones go through the unsorted bin, coalescing with free
+/// neighbours, and cost more, and by how much depends on what earlier allocations left around
+/// them. With 104 bytes of room (when a C timer was that large) the floor's 144-byte chunks cost
+/// about 100 instructions more per timer than 112-byte ones, and 10-18% more time, by how much
+/// depending on the rows run before it.
 final class FloorTimer {
+    typealias Storage = (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
     let body: (FloorTimer) -> Void
-    var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+    var storage: Storage
 
     init(fireAt date: Double, _ body: @escaping (FloorTimer) -> Void) {
         self.body = body
         let now = rl_time_now()
-        storage = ((date < now ? now : date).bitPattern, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        storage = ((date < now ? now : date).bitPattern, 0, 0, 0, 0, 0, 0, 0, 0)
     }
 }
 
 /// Nanoseconds per FloorTimer created and released (see FloorTimer).
 @inline(never)
 func floorCreateRelease(_ count: Int) -> Double {
+    precondition(MemoryLayout<FloorTimer.Storage>.size == Int(RL_TIMER_STORAGE_SIZE),
+                 "FloorTimer.Storage must have the C timer's size (RL_TIMER_STORAGE_SIZE)")
     let fired = Count()
-    let batch = 1000, batches = max(1, count / batch)
-    var timers: [FloorTimer] = []
-    timers.reserveCapacity(batch)
-    let start = nowNanos()
-    for _ in 0..<batches {
-        for _ in 0..<batch { timers.append(FloorTimer(fireAt: 0) { _ in fired.value += 1 }) }
-        timers.removeAll(keepingCapacity: true)
-    }
-    return Double(nowNanos() - start) / Double(batches * batch)
+    return TimerAPI<Unmanaged<FloorTimer>>(
+        fired: fired,
+        make: { .passRetained(FloorTimer(fireAt: 0) { _ in fired.value += 1 }) },
+        add: { _ in }, pass: {},
+        drop: { $0.release() }
+    ).createRelease(count, batch: 1000)
 }
 
 func swiftTimers(_ count: Int, part: String? = nil) -> TimerCosts {
     let loop = Loop.current
     let fired = Count()
     let due = LoopInstant(monotonicSeconds: 0)
-    let api = TimerAPI<LoopTimer>(
+    let api = TimerAPI<Unmanaged<LoopTimer>>(
         fired: fired,
-        make: { try! LoopTimer(fireAt: due) { _ in fired.value += 1 } },
-        add: { try! loop.add($0, in: .default) },
+        make: { .passRetained(try! LoopTimer(fireAt: due) { _ in fired.value += 1 }) },
+        add: { $0._withUnsafeGuaranteedRef { try! loop.add($0, in: .default) } },
         pass: { try! loop.run(mode: .default, for: .zero) },
-        drop: { _ in }
+        drop: { $0.release() }
     )
     if let part { api.part(part, count); return TimerCosts() }
     return api.measure(count, batch: 1000)
@@ -408,14 +433,21 @@ func swiftTimers(_ count: Int, part: String? = nil) -> TimerCosts {
 func cTimers(_ count: Int, part: String? = nil) -> TimerCosts {
     let loop: OpaquePointer = rl_loop_get_current()
     let fired = Count()
-    var context = rl_context_t()
-    context.info = Unmanaged.passUnretained(fired).toOpaque()
+    // A constant the closure reads through a pointer: `&context` on a captured `var` would cost
+    // every `make` a dynamic exclusivity check (swift_beginAccess, about 115 instructions) that
+    // the Swift variant does not pay.
+    let context = UnsafeMutablePointer<rl_context_t>.allocate(capacity: 1)
+    context.initialize(to: rl_context_t())
+    context.pointee.info = Unmanaged.passUnretained(fired).toOpaque()
+    defer { context.deallocate() }
     let api = TimerAPI<OpaquePointer>(
         fired: fired,
         make: {
+            // Borrowed, as the Swift timer's closure borrows its capture: takeUnretainedValue()
+            // would retain and release the counter in every callout.
             rl_timer_create(0, 0, 0, { _, info in
-                Unmanaged<Count>.fromOpaque(info!).takeUnretainedValue().value += 1
-            }, &context)!
+                Unmanaged<Count>.fromOpaque(info!)._withUnsafeGuaranteedRef { $0.value += 1 }
+            }, context)!
         },
         add: { rl_loop_add_timer(loop, $0, RL_DEFAULT_MODE) },
         pass: { rl_run_in_mode(RL_DEFAULT_MODE, 0, false) },
@@ -429,12 +461,12 @@ func foundationTimers(_ count: Int) -> TimerCosts {
     let runLoop = RunLoop.current
     let fired = Count()
     let past = Date(timeIntervalSinceNow: -1)
-    return TimerAPI<Timer>(
+    return TimerAPI<Unmanaged<Timer>>(
         fired: fired,
-        make: { Timer(fire: past, interval: 0, repeats: false) { _ in fired.value += 1 } },
-        add: { runLoop.add($0, forMode: .default) },
+        make: { .passRetained(Timer(fire: past, interval: 0, repeats: false) { _ in fired.value += 1 }) },
+        add: { timer in timer._withUnsafeGuaranteedRef { runLoop.add($0, forMode: .default) } },
         pass: { _ = runLoop.run(mode: .default, before: past) },
-        drop: { _ in }
+        drop: { $0.release() }
     ).measure(count, batch: 250)
 }
 
@@ -658,17 +690,21 @@ for round in 0..<rounds {
         wakeupsPerRound, c: cRecorder, swift: swiftRecorder, control: controlRecorder, rotation: round)
     foundationWakeups(wakeupsPerRound, into: foundationRecorder)
     let t = startThread {
-        // Alternate which variant goes first: neither always gets the warmer caches.
-        let c: TimerCosts, s: TimerCosts
+        // Alternate which variant goes first: neither always gets the warmer caches. The floor
+        // runs next to the Swift layer, and Foundation last: its timers leak, and allocations
+        // made among the leaked objects cost more (the floor read 80-82 ns after them against
+        // 74 next to the Swift layer, in the same --quick runs: 0.07-0.1 of the Swift/floor ratio).
+        let c: TimerCosts, s: TimerCosts, floor: Double
         if round % 2 == 0 {
             c = cTimers(timersPerRound)
             s = swiftTimers(timersPerRound)
+            floor = floorCreateRelease(timersPerRound)
         } else {
+            floor = floorCreateRelease(timersPerRound)
             s = swiftTimers(timersPerRound)
             c = cTimers(timersPerRound)
         }
         let f = foundationTimers(timersPerRound / 4)
-        let floor = floorCreateRelease(timersPerRound)
         timerResults.withLock { $0.0.append(c); $0.1.append(s); $0.2.append(f) }
         floorResults.withLock { $0.append(floor) }
         let rearm = rearmCosts(quick ? 10_000 : 100_000)
