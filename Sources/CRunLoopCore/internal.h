@@ -599,7 +599,9 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
  * sections in a row saw no other thread's (a thread that locks the loop now and then pays one
  * membarrier, a few microseconds, each time; one that locks it often keeps it unbiased). No
  * bias where membarrier is missing (old kernels, valgrind) or under ThreadSanitizer, which
- * cannot see the fence the kernel makes: there the seq_cst handshake is all.
+ * cannot see the fence the kernel makes: there the seq_cst handshake is all. Should membarrier
+ * be refused later (a seccomp filter), the revocation fences by a TLB shootdown instead (an
+ * mprotect that interrupts every CPU running the process) and no loop biases again.
  *
  * The contract: a thread other than the loop's takes the lock only through rl_loop_lock or
  * rl_loop_lock_mutex (a bare pthread_mutex_lock would not wait out a fast section); the loop's
@@ -621,8 +623,12 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
 #endif
 enum { RL_BIAS_QUIET = 16 };
 RL_HIDDEN void rl_loop_exclude_fast(rl_loop_t *loop);
-/* Whether membarrier(PRIVATE_EXPEDITED) works in this process (registered at the first ask). */
+/* Whether membarrier(PRIVATE_EXPEDITED) works in this process (registered at the first ask: a
+ * loop's creation); rl_bias_ready only reads the answer. */
 RL_HIDDEN bool rl_bias_available(void);
+RL_HIDDEN bool rl_bias_ready(void);
+/* Tests: revocations use the fallback fence (a TLB shootdown) instead of membarrier. */
+RL_HIDDEN extern bool rl_bias_fallback_only;
 /* After fork, in the child: ask again (the registration is the process's). */
 RL_HIDDEN void rl_bias_after_fork_child(void);
 /* The loop's thread, holding loop's mutex, at a pass's locked section: bias the loop again once
@@ -635,7 +641,7 @@ static inline void rl_loop_maybe_bias(rl_loop_t *loop) {
         loop->bias_quiet = 0;
         return;
     }
-    if (++loop->bias_quiet >= RL_BIAS_QUIET && rl_bias_available()) {
+    if (++loop->bias_quiet >= RL_BIAS_QUIET && rl_bias_ready()) {
         loop->bias_quiet = 0;
         atomic_store_explicit(&loop->bias, true, memory_order_relaxed);
     }

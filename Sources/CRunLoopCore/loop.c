@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #if defined(__linux__)
 #include <linux/membarrier.h>
@@ -56,6 +58,7 @@ static rl_loop_t *loop_create(void) {
     loop->default_mode->common = true;
     atomic_init(&loop->spin, rl_wake_default_spin());
     loop->time = rl_time_now();
+    (void)rl_bias_available(); /* registered once, here rather than under a loop's lock */
     rl_loops_register(loop);
     return loop;
 }
@@ -151,6 +154,10 @@ bool rl_loop_is_current(rl_loop_t *loop) {
  */
 /* membarrier(2): 1 works (registered), -1 does not, 0 not asked yet. */
 static atomic_int bias_state;
+/* A page whose protection the fallback fence changes (fence_by_tlb_shootdown). */
+static void *fence_page;
+static size_t fence_page_size;
+bool rl_bias_fallback_only; /* tests: revoke with the fallback fence alone */
 
 bool rl_bias_available(void) {
     int state = atomic_load_explicit(&bias_state, memory_order_acquire);
@@ -161,6 +168,16 @@ bool rl_bias_available(void) {
                     syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0
                 ? 1
                 : -1;
+    if (state > 0 && !fence_page) {
+        size_t size = (size_t)sysconf(_SC_PAGESIZE);
+        void *page = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) {
+            state = -1;
+        } else {
+            fence_page_size = size;
+            fence_page = page;
+        }
+    }
 #else
     state = -1;
 #endif
@@ -168,15 +185,40 @@ bool rl_bias_available(void) {
     return state > 0;
 }
 
-void rl_bias_after_fork_child(void) { atomic_store_explicit(&bias_state, 0, memory_order_relaxed); }
+bool rl_bias_ready(void) { return atomic_load_explicit(&bias_state, memory_order_relaxed) > 0; }
 
-/* The full fence on every thread of the process that the revocation of a bias needs. It cannot
- * fail once registered (rl_bias_available said so before any loop was biased); if it did, the
- * loop's thread could be inside a fast section unseen: a state that cannot happen. */
+void rl_bias_after_fork_child(void) {
+    /* The registration belongs to the process: make it again (the fence page is inherited). */
+    atomic_store_explicit(&bias_state, 0, memory_order_relaxed);
+    (void)rl_bias_available();
+}
+
+/* The fallback fence: taking write access away from a page this thread just wrote makes the
+ * kernel flush that page from the TLB of every CPU that may run this process, by interrupting
+ * them, and an interrupt is a full barrier on the CPU it lands on (the way to an asymmetric
+ * fence on kernels without membarrier). */
+static bool fence_by_tlb_shootdown(void) {
+    if (!fence_page) return false;
+    *(volatile char *)fence_page = 1;
+    return mprotect(fence_page, fence_page_size, PROT_READ) == 0 &&
+           mprotect(fence_page, fence_page_size, PROT_READ | PROT_WRITE) == 0;
+}
+
+/* The full fence on every thread of the process that the revocation of a bias needs: membarrier,
+ * retried while the kernel is short of memory; refused (a seccomp filter installed after the loop
+ * biased, say), no loop biases any more and this revocation takes the fallback. If that fails
+ * too, the loop's thread could be inside a fast section unseen: a state that cannot be allowed
+ * to go on. */
 static void fence_every_thread(void) {
 #if RL_BIAS && defined(__NR_membarrier)
-    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+    for (int tries = 0; !rl_bias_fallback_only && tries < 100; tries++) {
+        if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+        if (errno != ENOMEM && errno != EINTR && errno != EAGAIN) break;
+        sched_yield();
+    }
+    if (!rl_bias_fallback_only) atomic_store_explicit(&bias_state, -1, memory_order_relaxed);
 #endif
+    if (fence_by_tlb_shootdown()) return;
     abort();
 }
 

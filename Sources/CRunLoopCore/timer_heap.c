@@ -16,16 +16,15 @@ static void sift_up(rl_heap *h, size_t i) {
     rl_heap_slot s = h->slots[i];
     while (i > 0) {
         size_t parent = (i - 1) / RL_HEAP_ARITY;
-        if (!rl_heap_slot_less(&s, &h->slots[parent])) break;
+        if (!(s.when < h->slots[parent].when)) break;
         place(h, i, h->slots[parent]);
         i = parent;
     }
     place(h, i, s);
 }
 
-/* Dates first: the earliest child by date alone, and the full key (rl_heap_slot_less: order,
- * seq, holes) only when another child, or the node itself, has the same date. A park (a fired
- * timeout going to INFINITY) walks the heap from the top to the bottom this way. */
+/* The earliest child (the first of equal ones) moves up while it is earlier than the node. A
+ * park at INFINITY never sifts (the node leaves for the parked region). */
 void rl_heap_sift_down(rl_heap *h, size_t i) {
     rl_heap_slot *slots = h->slots, s = slots[i];
     size_t count = h->count;
@@ -35,32 +34,16 @@ void rl_heap_sift_down(rl_heap *h, size_t i) {
         size_t last = first + RL_HEAP_ARITY < count ? first + RL_HEAP_ARITY : count;
         size_t best = first;
         double when = slots[first].when;
-        bool tie = false;
-        for (size_t c = first + 1; c < last; c++) {
-            double w = slots[c].when;
-            if (w < when) {
-                when = w;
+        for (size_t c = first + 1; c < last; c++)
+            if (slots[c].when < when) {
+                when = slots[c].when;
                 best = c;
-                tie = false;
-            } else if (w == when) {
-                tie = true;
             }
-        }
-        if (__builtin_expect(tie, 0))
-            for (size_t c = first; c < last; c++)
-                if (c != best && rl_heap_slot_less(&slots[c], &slots[best])) best = c;
-        if (when > s.when || (when == s.when && !rl_heap_slot_less(&slots[best], &s))) break;
+        if (!(when < s.when)) break;
         place(h, i, slots[best]);
         i = best;
     }
     place(h, i, s);
-}
-
-static void restore(rl_heap *h, size_t i) {
-    if (i > 0 && rl_heap_slot_less(&h->slots[i], &h->slots[(i - 1) / RL_HEAP_ARITY]))
-        sift_up(h, i);
-    else
-        rl_heap_sift_down(h, i);
 }
 
 /* Move the parked region to the top of an array of cap slots (from the top of one of
@@ -214,10 +197,10 @@ const rl_heap_slot *rl_heap_first(rl_heap *h) {
     return h->count ? &h->slots[0] : NULL;
 }
 
-/* rl_heap_update's date moved earlier, or stayed with a new seq. */
+/* rl_heap_update's date moved earlier, or stayed (then nothing moves). */
 void rl_heap_settle(rl_heap *h, size_t i, double old) {
-    if (h->slots[i].when < old) sift_up(h, i);
-    else restore(h, i); /* same date, new seq: a tie may now order after a child */
+    if (!(h->slots[i].when < old)) return;
+    sift_up(h, i);
     trim(h); /* moving up, it may have traded places with a hole at the end */
 }
 
@@ -300,8 +283,8 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
             *why = "a node's stored index is not its position";
             return false;
         }
-        if (i > 0 && rl_heap_slot_less(&h->slots[i], &h->slots[(i - 1) / RL_HEAP_ARITY])) {
-            *why = "a child orders before its parent";
+        if (i > 0 && h->slots[i].when < h->slots[(i - 1) / RL_HEAP_ARITY].when) {
+            *why = "a child is due before its parent";
             return false;
         }
     }

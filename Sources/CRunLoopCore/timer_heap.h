@@ -1,13 +1,15 @@
 /*
- * timer_heap.h - a 4-ary min-heap keyed by (when, order, seq). It knows nothing of loops or
- * timers: a node is embedded in whatever it orders and remembers its own index, so removal and
- * rekeying are O(log n) with no search.
+ * timer_heap.h - a 4-ary min-heap of dates. It knows nothing of loops or timers: a node is
+ * embedded in whatever it orders and remembers its own index, so removal and rekeying are
+ * O(log n) with no search. A node also carries the rest of its key (order, seq), which the heap
+ * does not keep in order: it only ever hands out "every node due by a date" (the timer phase, which
+ * sorts what it takes by the whole key) or "the earliest date" (the wake date), and for those
+ * the dates are enough. So a sift compares dates and nothing else.
  *
  * The array holds {when, node} slots, not node pointers: sifting compares the dates stored in
- * the array and follows a node pointer only to break a tie of dates (and to store the node's new
- * index). At 1e5-1e6 entries a pointer per comparison is a cache miss into a scattered object;
- * a slot is 16 bytes, so the four children of a node share one cache line. libev calls the same
- * idea "heap cache at".
+ * the array and follows a node pointer only to store the node's new index. At 1e5-1e6 entries a
+ * pointer per comparison is a cache miss into a scattered object; a slot is 16 bytes, so the four
+ * children of a node share one cache line. libev calls the same idea "heap cache at".
  *
  * Why 4-ary: the children are adjacent, the tree is half as deep as a binary heap, and sift-down
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops
@@ -23,8 +25,8 @@
  * node always has a slot to come back to: unparking never allocates, never fails.
  *
  * Removal is lazy. A removed (or parked) node leaves a hole: its slot keeps the date and loses
- * the node, so removing costs O(1) (a hole orders before the live slots of its date, so at most a
- * few steps up restore the order) instead of a sift through every level. Holes leave in two
+ * the node, so removing costs O(1) and moves nothing (the hole's date is where it was) instead of
+ * a sift through every level. Holes leave in two
  * ways: a hole that reaches the top is popped when someone asks for the earliest entry
  * (rl_heap_first), and when holes are many the heap is compacted at once: the live slots are
  * gathered and re-heaped in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires
@@ -66,11 +68,9 @@ typedef struct {
 
 #define RL_HEAP_ARITY 4
 
-/* A hole ties with every slot of its date, so making one moves nothing: the heap stays in order
- * by date everywhere, and by the whole key between live slots that no hole separates. That is all
- * its users need: the wake date, the due walk and the pops look at dates, and the timer phase
- * sorts (or checks) what it takes. Slots at INFINITY (only compaction's, parked nodes are out of
- * the heap) are equal whatever their order and seq. */
+/* The whole key's order, (date, order, seq), which the heap does not keep (it keeps dates): for
+ * callers that sort the nodes it hands out. Keys are unique among live nodes; a hole (no node)
+ * orders before nothing of its date. */
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
     if (!a->node || !b->node) return false;
@@ -118,9 +118,9 @@ __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t 
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
 __attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
-/* Give node (in h) the key (when, its order, its seq) and restore the order: a later date sifts
- * down only, an earlier one up only (the caller may have raised the node's seq, never lowered
- * it); INFINITY parks the node and a date unparks it, both O(1) plus the sift up of a date;
+/* Give node (in h) the date when and restore the order: a later date sifts down only, an earlier
+ * one up only, the same date not at all; INFINITY parks the node and a date unparks it, both O(1)
+ * plus the sift up of a date;
  * nothing when node is not in h. Never fails. Inline: the re-arm of a timeout to a later date,
  * the common case, mostly moves a node that has no child (three in four nodes of a 4-ary heap
  * are leaves, and a re-armed timeout, the latest, tends to be one), which costs a store and no

@@ -4,6 +4,7 @@
  * context retain/release, one loop per timer, getters.
  */
 #include "ttrace.h"
+#include "../../Sources/CRunLoopCore/internal.h"
 
 #include <pthread.h>
 
@@ -24,6 +25,26 @@ RLT_TEST(timer_fires_in_fire_date_order) {
     RLT_CHECK(tt_add_timer(DEF, now + 0.06, 0, 1, NULL, "b") != NULL);
     RLT_CHECK_EQ(rl_run(), RL_RUN_FINISHED);
     TT_EXPECT("a b c");
+}
+
+/* A timer moved to the date its children in the heap have, after one of them left (a hole among
+ * them): the heap keeps dates in order only, and the pass fires by the whole key, so the moved
+ * timer (armed last) fires after the others of that date. The harness verifies the loop after
+ * the test (a heap that kept whole keys through holes broke there). */
+RLT_TEST(timer_moved_to_its_childrens_date_after_one_left_fires_after_them) {
+    double base = rl_time_now();
+    rl_timer_t *t0 = tt_add_timer(DEF, base + 0.01, 0, 0, NULL, "t0");
+    rl_timer_t *t1 = tt_add_timer(DEF, base + 0.05, 0, 0, NULL, "t1");
+    RLT_CHECK(t0 && t1);
+    RLT_CHECK(tt_add_timer(DEF, base + 0.05, 0, 0, NULL, "t2") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, base + 0.05, 0, 0, NULL, "t3") != NULL);
+    RLT_CHECK(tt_add_timer(DEF, base + 0.05, 0, 0, NULL, "t4") != NULL);
+    rl_timer_invalidate(t1);
+    RLT_CHECK_EQ(rl_timer_set_next_fire_date(t0, base + 0.05), 0);
+    char report[256];
+    RLT_CHECK_EQ(rl_loop_verify(rl_loop_get_current(), report, sizeof report), 0);
+    RLT_CHECK_EQ(rl_run(), RL_RUN_FINISHED);
+    TT_EXPECT("t2 t3 t4 t0");
 }
 
 RLT_TEST(timer_due_timers_fire_in_date_order_in_one_pass) {
