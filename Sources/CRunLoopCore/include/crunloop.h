@@ -95,8 +95,11 @@
  *   back (to the end of the heap, where a timeout armed from the loop's time stays) without
  *   allocating. Timeouts armed in the order of their dates fire with nothing to sort.
  *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
- *   loop's lock has a fast half for its own thread (a flag it sets and one it reads, one locked
- *   instruction) that it takes whenever no other thread holds the lock. About 110 instructions on
+ *   loop's lock has a fast half for its own thread (a flag it sets and one it reads) that it
+ *   takes whenever no other thread holds the lock, with one locked instruction, or none while
+ *   no other thread has locked the loop for 16 of its passes (the loop is then biased: the
+ *   first other thread to lock it again pays for the fence instead, once, with a
+ *   membarrier(2) system call of a few microseconds). About 110 instructions on
  *   x86-64 for rl_timer_rearm in a callout, 1e4 timers armed (callgrind on benchmark 14:
  *   benchmarks/README.md), where libev's ev_timer_again takes about 63;
  *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM), which
@@ -106,8 +109,9 @@
  *   "timer re-arm" row gives the time next to the peers' idioms. The fire of a timeout costs what
  *   a one-shot timer's does minus its invalidation, plus the O(1) park.
  *   Threads: from another thread it is the same call, and safe at any time, also while the
- *   loop's thread works on the same timer: it takes the loop's mutex, and waits for the loop's
- *   thread to leave its fast half if it is in it (a few hundred instructions at most); the loop's
+ *   loop's thread works on the same timer: it takes the loop's mutex (and the membarrier, if the
+ *   loop was biased), and waits for the loop's thread to leave its fast half if it is in it (a
+ *   few hundred instructions at most); the loop's
  *   thread, finding the lock held, waits for the mutex in turn. A timer moved earlier than the
  *   loop's current wait rearms the wait (or ends the loop's spin) without an explicit wakeup; one
  *   moved later, or disarmed, costs the sleeping loop no wakeup.
@@ -165,7 +169,8 @@
  *   CF's holds its array of due timers, but without a reference each: a timer it took that a
  *   callout (or another thread) removes keeps one of the loop's references until then. Firing a
  *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
- *   the move along its grid, in the loop's fast section), a one-shot timer's end two more (its
+ *   the move along its grid, in the loop's fast section; none while the loop is biased: see
+ *   TIMEOUTS), a one-shot timer's end two more (its
  *   invalidation and its release from the mode); a held timer (rl_timer_create_held) one more
  *   (two for a timeout or a repeating one), to mark its callout under way for other threads.
  *   Ownership
