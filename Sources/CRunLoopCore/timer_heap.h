@@ -31,8 +31,8 @@
  * (rl_heap_first), and when holes are many the heap is compacted at once: the live slots are
  * gathered and re-heaped in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires
  * thousands of due one-shot timers, then costs O(n) in all instead of O(n log n). Holes never
- * outnumber live slots, so memory stays within twice the live count (and the array shrinks after
- * a burst).
+ * outnumber the nodes (parked ones included, which hold slots too), so memory stays within twice
+ * the node count (and the array shrinks after a burst).
  * Only this heap walks its slots: the timer phase, the wake date, describe and verify go through
  * rl_heap_visit_due, rl_heap_coalesce and rl_heap_next, which pass over the holes.
  */
