@@ -94,12 +94,8 @@ static int grow(rl_heap *h) {
     rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
     if (!grown) return -ENOMEM;
     h->slots = grown;
-    size_t old = h->capacity;
+    move_parked(h, cap); /* to the new top */
     h->capacity = cap;
-    if (h->parked) { /* to the new top */
-        memmove(&h->slots[cap - h->parked], &h->slots[old - h->parked], h->parked * sizeof *h->slots);
-        for (size_t i = cap - h->parked; i < cap; i++) h->slots[i].node->index = (uint32_t)i;
-    }
     return 0;
 }
 
@@ -155,15 +151,19 @@ int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     return 0;
 }
 
+/* Holes never outnumber the nodes, parked ones included (they hold slots of the array too): a
+ * phase that parks the timeouts it fires leaves a hole for each, and compacts no sooner than
+ * when parked nodes were kept in the heap. */
+static void compact_if_outnumbered(rl_heap *h) {
+    if (h->holes * 2 > h->count + h->parked) compact(h);
+}
+
 /* The node at i leaves the heap's order: a hole where it was. */
 static void leave_hole(rl_heap *h, size_t i) {
     h->slots[i].node = NULL;
     h->holes++;
     if (i == h->count - 1) trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
-    /* Holes never outnumber the nodes, parked ones included (they hold slots of the array too):
-     * a phase that parks the timeouts it fires leaves a hole for each, and compacts no sooner
-     * than the old way, which kept parked nodes in the heap. */
-    if (h->holes * 2 > h->count + h->parked) compact(h);
+    compact_if_outnumbered(h);
 }
 
 void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
@@ -171,7 +171,7 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     size_t i = node->index;
     if (i >= h->count) {
         (void)unpark_from(h, i);
-        if (h->holes * 2 > h->count + h->parked) compact(h); /* one node fewer to outnumber */
+        compact_if_outnumbered(h); /* one node fewer to outnumber */
     } else {
         node->index = RL_HEAP_NOT_IN_HEAP;
         leave_hole(h, i);

@@ -74,7 +74,6 @@ typedef struct {
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
     if (!a->node || !b->node) return false;
-    if (__builtin_expect(a->when == __builtin_inf(), 0)) return false;
     if (a->node->order != b->node->order) return a->node->order < b->node->order;
     return a->node->seq < b->node->seq;
 }
