@@ -587,7 +587,8 @@ RL_HIDDEN extern _Thread_local rl_loop_t *rl_tls_loop __attribute__((tls_model("
  *
  * The bias: the seq_cst store is a full fence (a locked instruction on x86), which keeps a
  * timeout's re-arm from overlapping the next one's cache misses. While no other thread takes the
- * mutex (the usual state of a loop busy with its own timers), the loop is biased: its thread
+ * mutex (the usual state of a loop busy with its own timers), the loop is biased (from its
+ * thread's first call, rl_loop_get_current, and again after quiet passes): its thread
  * stores fast with no fence, and the fence is moved to the other side, which pays for it once,
  * when it first takes the mutex: it clears bias and calls membarrier(PRIVATE_EXPEDITED) before
  * it loads fast, which runs a full fence on the loop's thread wherever that thread is. Either

@@ -95,6 +95,14 @@ static __attribute__((noinline)) rl_loop_t *make_current(void) {
         return NULL;
     }
     rl_tls_loop = loop;
+#if RL_BIAS
+    /* Biased from the start: a loop is mostly armed by its own thread before it first runs (a
+     * server's setup, a batch of timeouts), and another thread's first lock pays the one
+     * membarrier that takes the bias away. Set under the mutex, as a re-bias is (internal.h). */
+    pthread_mutex_lock(&loop->lock);
+    if (rl_bias_ready()) atomic_store_explicit(&loop->bias, true, memory_order_relaxed);
+    pthread_mutex_unlock(&loop->lock);
+#endif
     return loop;
 }
 

@@ -9,7 +9,25 @@
 
 static inline void place(rl_heap *h, size_t i, rl_heap_slot s) {
     h->slots[i] = s;
-    if (s.node) s.node->index = (uint32_t)i;
+    rl_heap_node *node = rl_heap_named(&s);
+    if (node) node->index = (uint32_t)i;
+}
+
+/* Put node in the parked region (room made). */
+static void park_in(rl_heap *h, rl_heap_node *node) {
+    size_t i = h->capacity - ++h->parked;
+    h->slots[i] = (rl_heap_slot){__builtin_inf(), node};
+    node->index = (uint32_t)i;
+}
+
+/* The hole at i leaves the heap's order for good (popped, trimmed): a node parked in it goes to
+ * the region, whose room is the slot the heap gives up. */
+static void hole_leaves(rl_heap *h, rl_heap_node *named) {
+    h->holes--;
+    if (named) {
+        h->parked_in_heap--;
+        park_in(h, named);
+    }
 }
 
 static void sift_up(rl_heap *h, size_t i) {
@@ -67,11 +85,32 @@ static void maybe_shrink(rl_heap *h) {
     }
 }
 
-/* Drop the holes and re-heap what is left, bottom-up: O(count). */
+/* Drop the holes and re-heap what is left, bottom-up: O(count). The nodes in the heap keep their
+ * array order (the due walk finds armed-in-order timers sorted); the nodes parked in holes gather
+ * behind them as the walk goes, [n, n + k), and then join the region, whose room is what the
+ * heap gives up: n + k + parked <= count + parked <= capacity. */
 static void compact(rl_heap *h) {
-    size_t n = 0;
-    for (size_t i = 0; i < h->count; i++)
-        if (h->slots[i].node) place(h, n++, h->slots[i]);
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < h->count; i++) {
+        rl_heap_slot s = h->slots[i];
+        if (rl_heap_live(&s)) {
+            if (k) h->slots[n + k] = h->slots[n]; /* the first parked one goes behind the last: n + k <= i */
+            place(h, n++, s);
+        } else if (s.node != RL_HEAP_HOLE) {
+            h->slots[n + k++] = s;
+        }
+    }
+    if (k) {
+        size_t low = h->capacity - h->parked - k;
+        memmove(&h->slots[low], &h->slots[n], k * sizeof *h->slots);
+        for (size_t i = low; i < low + k; i++) {
+            h->slots[i].node = rl_heap_named(&h->slots[i]);
+            h->slots[i].when = __builtin_inf();
+            h->slots[i].node->index = (uint32_t)i;
+        }
+        h->parked += k;
+        h->parked_in_heap = 0;
+    }
     h->count = n;
     h->holes = 0;
     if (n > 1)
@@ -80,11 +119,21 @@ static void compact(rl_heap *h) {
 }
 
 /* Holes at the end of the array cost nothing to drop. */
-static void trim(rl_heap *h) {
-    while (h->count && !h->slots[h->count - 1].node) {
-        h->count--;
-        h->holes--;
+static __attribute__((noinline)) void trim_holes(rl_heap *h) {
+    size_t count = h->count, holes = h->holes;
+    for (; count && !rl_heap_live(&h->slots[count - 1]); count--, holes--) {
+        rl_heap_node *named = rl_heap_named(&h->slots[count - 1]);
+        if (named) { /* to the region, whose room is the slot the heap gives up */
+            h->parked_in_heap--;
+            h->count = count - 1;
+            park_in(h, named);
+        }
     }
+    h->count = count;
+    h->holes = holes;
+}
+static inline void trim(rl_heap *h) {
+    if (h->count && !rl_heap_live(&h->slots[h->count - 1])) trim_holes(h);
 }
 
 /* Double the capacity: 0 or -ENOMEM (then nothing changed). */
@@ -102,7 +151,10 @@ static int grow(rl_heap *h) {
 /* Whether dropping the holes (a re-heap, O(n)) pays for itself: it frees an eighth of the array
  * at least. Otherwise a full array grows (each re-heap would free a few slots only, for as many
  * parks or inserts). */
-static inline bool holes_pay(const rl_heap *h) { return h->holes && h->holes * 8 >= h->capacity; }
+static inline bool holes_pay(const rl_heap *h) {
+    size_t free = h->holes - h->parked_in_heap; /* a hole naming a parked node frees nothing */
+    return free && free * 8 >= h->capacity;
+}
 
 /* Room for one more slot, in the heap or the parked region: 0 or -ENOMEM (then nothing changed).
  * Without room the holes go when that pays, else the array grows; when it cannot grow, any hole
@@ -114,16 +166,9 @@ static int make_room(rl_heap *h) {
         return 0;
     }
     if (!grow(h)) return 0;
-    if (!h->holes) return -ENOMEM;
+    if (h->holes == h->parked_in_heap) return -ENOMEM;
     compact(h);
     return 0;
-}
-
-/* Put node in the parked region (room made). */
-static void park_in(rl_heap *h, rl_heap_node *node) {
-    size_t i = h->capacity - ++h->parked;
-    h->slots[i] = (rl_heap_slot){__builtin_inf(), node};
-    node->index = (uint32_t)i;
 }
 
 /* Take the node at parked slot i out of the region: the lowest parked slot fills its place. */
@@ -160,7 +205,7 @@ static void compact_if_outnumbered(rl_heap *h) {
 
 /* The node at i leaves the heap's order: a hole where it was. */
 static void leave_hole(rl_heap *h, size_t i) {
-    h->slots[i].node = NULL;
+    h->slots[i].node = RL_HEAP_HOLE;
     h->holes++;
     if (i == h->count - 1) trim(h); /* this hole and any before it: fewer slots, as many holes more in share */
     compact_if_outnumbered(h);
@@ -172,6 +217,12 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
     if (i >= h->count) {
         (void)unpark_from(h, i);
         compact_if_outnumbered(h); /* one node fewer to outnumber */
+    } else if (h->slots[i].node != node) { /* parked in the hole at i: the hole names no node now */
+        node->index = RL_HEAP_NOT_IN_HEAP;
+        h->slots[i].node = RL_HEAP_HOLE;
+        h->parked_in_heap--;
+        if (i == h->count - 1) trim(h);
+        compact_if_outnumbered(h);
     } else {
         node->index = RL_HEAP_NOT_IN_HEAP;
         leave_hole(h, i);
@@ -180,15 +231,16 @@ void rl_heap_remove(rl_heap *h, rl_heap_node *node) {
 }
 
 const rl_heap_slot *rl_heap_first(rl_heap *h) {
-    if (h->count && !h->slots[0].node) {
+    if (h->count && !rl_heap_live(&h->slots[0])) {
         /* Popping costs a sift each; when holes are a good part of the heap, one pass over it
          * is cheaper than popping the ones on top one by one. */
         if (h->holes * 8 >= h->count) {
             compact(h);
         } else {
-            while (h->count && !h->slots[0].node) {
-                h->holes--;
+            while (h->count && !rl_heap_live(&h->slots[0])) {
+                rl_heap_node *named = rl_heap_named(&h->slots[0]);
                 place(h, 0, h->slots[--h->count]);
+                hole_leaves(h, named); /* after the move: the region may take the slot it left */
                 if (h->count) rl_heap_sift_down(h, 0);
             }
             trim(h);
@@ -204,15 +256,27 @@ void rl_heap_settle(rl_heap *h, size_t i, double old) {
     trim(h); /* moving up, it may have traded places with a hole at the end */
 }
 
+/* Whether a full array grows to give a park room: while it is small (up to 1 MiB of slots), where
+ * a copy is cheap and the room then spares every later park a hole, and its holes are too few to
+ * pay for a re-heap. A large one does not: a copy of megabytes and its page faults would cost
+ * more than the holes that parks in place leave. */
+static inline bool grow_to_park(rl_heap *h) { return h->capacity < (1u << 16) && !holes_pay(h) && !grow(h); }
+
 /* The node at i (in the heap), keyed at INFINITY now: a hole where it was, and the node in the
- * parked region. The region's slot comes from the heap's room, or from the hole just made. */
+ * parked region when it has room (the heap's room, the slot at the end the hole gives up, or a
+ * small array grown). Otherwise, in a full array, the node stays in its hole, named by it, until
+ * the hole leaves: O(1), where a re-heap or the copy of a large array was O(n) in one park. */
 void rl_heap_park(rl_heap *h, size_t i) {
     rl_heap_node *node = h->slots[i].node;
-    leave_hole(h, i);
-    /* No room (the hole is still there, or it would have been trimmed): drop the holes when they
-     * are many enough to pay for it, else grow; drop them when growing fails. */
-    if (h->count + h->parked == h->capacity && (holes_pay(h) || grow(h))) compact(h);
-    park_in(h, node);
+    if (h->count + h->parked < h->capacity || i == h->count - 1 || grow_to_park(h)) {
+        leave_hole(h, i); /* which may compact: room only grows */
+        park_in(h, node);
+        return;
+    }
+    h->slots[i].node = rl_heap_tagged(node);
+    h->holes++;
+    h->parked_in_heap++;
+    compact_if_outnumbered(h);
 }
 
 /* The parked node at i, keyed at when now (not INFINITY): at the end of the heap, and up. The
@@ -225,6 +289,30 @@ void rl_heap_unpark(rl_heap *h, size_t i, double when) {
     trim(h); /* it may have traded places with a hole */
 }
 
+/* The node parked in the hole at i, keyed at when now (not INFINITY): at the end of the heap and
+ * up, as from the region, when there is room; else back in its slot, sifting from there. */
+void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when) {
+    rl_heap_node *node = rl_heap_named(&h->slots[i]);
+    h->parked_in_heap--;
+    if (h->count + h->parked < h->capacity) {
+        h->slots[i].node = RL_HEAP_HOLE;
+        size_t at = h->count++;
+        place(h, at, (rl_heap_slot){when, node});
+        sift_up(h, at);
+        trim(h);
+        return;
+    }
+    h->holes--;
+    double old = h->slots[i].when;
+    h->slots[i] = (rl_heap_slot){when, node};
+    if (when > old) {
+        rl_heap_sift_down(h, i);
+    } else {
+        sift_up(h, i);
+        trim(h);
+    }
+}
+
 void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(void *ctx, const rl_heap_slot *slot),
                              void *ctx) {
     /* The stack holds at most 3 slots per level below i plus 4 children, and 32-bit indexes
@@ -233,7 +321,7 @@ void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(vo
     stack[depth++] = i;
     while (depth) {
         size_t j = stack[--depth];
-        if (h->slots[j].node && !visit(ctx, &h->slots[j])) continue;
+        if (rl_heap_live(&h->slots[j]) && !visit(ctx, &h->slots[j])) continue;
         for (size_t c = j * RL_HEAP_ARITY + 1; c <= j * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++)
             if (h->slots[c].when <= date) stack[depth++] = c;
     }
@@ -242,7 +330,7 @@ void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(vo
 void rl_heap_free(rl_heap *h) {
     free(h->slots);
     h->slots = NULL;
-    h->count = h->capacity = h->holes = h->parked = 0;
+    h->count = h->capacity = h->holes = h->parked = h->parked_in_heap = 0;
 }
 
 double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, double when, double *until),
@@ -260,7 +348,7 @@ double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, dou
         size_t i = stack[--depth];
         double when = h->slots[i].when;
         if (when > w) continue;
-        if (h->slots[i].node && latest(h->slots[i].node, when, &until)) {
+        if (rl_heap_live(&h->slots[i]) && latest(h->slots[i].node, when, &until)) {
             if (++counted > cap) {
                 if (when < w) w = when;
                 continue;
@@ -276,15 +364,26 @@ double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, dou
 }
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {
-    size_t holes = 0;
+    size_t holes = 0, parked_in_heap = 0;
     for (size_t i = 0; i < h->count; i++) {
-        if (!h->slots[i].node) holes++;
-        else if (h->slots[i].node->index != i) {
+        const rl_heap_slot *s = &h->slots[i];
+        rl_heap_node *named = rl_heap_named(s);
+        if (!rl_heap_live(s)) holes++;
+        if (named && !rl_heap_live(s)) parked_in_heap++;
+        if (named && named->index != i) {
             *why = "a node's stored index is not its position";
             return false;
         }
-        if (i > 0 && h->slots[i].when < h->slots[(i - 1) / RL_HEAP_ARITY].when) {
+        if (i > 0 && s->when < h->slots[(i - 1) / RL_HEAP_ARITY].when) {
             *why = "a child is due before its parent";
+            return false;
+        }
+        if (rl_heap_live(s) && !named) {
+            *why = "a slot of the heap names nothing and is not a hole";
+            return false;
+        }
+        if (rl_heap_live(s) && s->when == __builtin_inf()) {
+            *why = "a node keyed at INFINITY is in the heap's order, not parked";
             return false;
         }
     }
@@ -292,7 +391,11 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
         *why = "the hole count is wrong";
         return false;
     }
-    if (h->count && !h->slots[h->count - 1].node) {
+    if (parked_in_heap != h->parked_in_heap) {
+        *why = "the count of nodes parked in holes is wrong";
+        return false;
+    }
+    if (h->count && !rl_heap_live(&h->slots[h->count - 1])) {
         *why = "a hole at the end was not trimmed";
         return false;
     }
@@ -305,7 +408,7 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
         return false;
     }
     for (size_t i = h->capacity - h->parked; i < h->capacity; i++) {
-        if (!h->slots[i].node || h->slots[i].node->index != i) {
+        if (!rl_heap_live(&h->slots[i]) || !h->slots[i].node || h->slots[i].node->index != i) {
             *why = "a parked slot has no node, or its node another index";
             return false;
         }
@@ -314,10 +417,5 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
             return false;
         }
     }
-    for (size_t i = 0; i < h->count; i++)
-        if (h->slots[i].node && h->slots[i].when == __builtin_inf()) {
-            *why = "a node keyed at INFINITY is in the heap, not parked";
-            return false;
-        }
     return true;
 }

@@ -24,6 +24,13 @@
  * sorted (rl_heap_visit_due visits in array order). Both regions live in one array, so a parked
  * node always has a slot to come back to: unparking never allocates, never fails.
  *
+ * When the array is full (the heap and the region meet), a node parks where it is instead: its
+ * slot becomes a hole that still names it, tagged (the pointer's low bit), and it joins the region
+ * when that slot leaves the heap (popped at the top, trimmed at the end, or compacted away). So a
+ * burst of cancellations in a full array costs O(1) each, not a re-heap of the array or a larger
+ * one. Armed again, such a node goes to the end of the heap when there is room, else takes its
+ * slot back and sifts from there.
+ *
  * Removal is lazy. A removed (or parked) node leaves a hole: its slot keeps the date and loses
  * the node, so removing costs O(1) and moves nothing (the hole's date is where it was) instead of
  * a sift through every level. Holes leave in two
@@ -62,43 +69,64 @@ typedef struct {
     rl_heap_slot *slots;
     size_t count;    /* slots of the heap in use, holes included: [0, count) */
     size_t capacity;
-    size_t holes;    /* slots of the heap whose node was removed (node NULL) */
-    size_t parked;   /* nodes keyed at INFINITY: [capacity - parked, capacity) */
+    size_t holes;    /* slots of the heap with no node in its order: RL_HEAP_HOLE, or a node parked
+                      * where it is (tagged) */
+    size_t parked;   /* nodes keyed at INFINITY in the region: [capacity - parked, capacity) */
+    size_t parked_in_heap; /* nodes keyed at INFINITY in a hole of the heap (tagged) */
 } rl_heap;
+
+/* A slot's node field: a node in the heap's order (low bit clear), a node parked in a hole
+ * (rl_heap_tagged(node)), or RL_HEAP_HOLE, a hole that names no node. */
+#define RL_HEAP_HOLE ((rl_heap_node *)(uintptr_t)1)
+static inline rl_heap_node *rl_heap_tagged(const rl_heap_node *node) { return (rl_heap_node *)((uintptr_t)node | 1); }
+/* The node a slot names, in the order or parked in it; NULL for RL_HEAP_HOLE. */
+static inline rl_heap_node *rl_heap_named(const rl_heap_slot *s) {
+    return (rl_heap_node *)((uintptr_t)s->node & ~(uintptr_t)1);
+}
+/* Whether a slot of the heap holds a node in the heap's order (not a hole of either kind). */
+static inline bool rl_heap_live(const rl_heap_slot *s) { return !((uintptr_t)s->node & 1); }
 
 #define RL_HEAP_ARITY 4
 
 /* The whole key's order, (date, order, seq), which the heap does not keep (it keeps dates): for
- * callers that sort the nodes it hands out. Keys are unique among live nodes; a hole (no node)
- * orders before nothing of its date. */
+ * callers that sort the nodes it hands out (slots in the heap's order: the walks hand out no
+ * other). Keys are unique among live nodes. */
 static inline bool rl_heap_slot_less(const rl_heap_slot *a, const rl_heap_slot *b) {
     if (a->when != b->when) return a->when < b->when;
-    if (!a->node || !b->node) return false;
     if (a->node->order != b->node->order) return a->node->order < b->node->order;
     return a->node->seq < b->node->seq;
 }
 
 /* How many nodes the heap holds (holes not counted, parked ones counted). */
-static inline size_t rl_heap_size(const rl_heap *h) { return h->count - h->holes + h->parked; }
+static inline size_t rl_heap_size(const rl_heap *h) {
+    return h->count - h->holes + h->parked + h->parked_in_heap;
+}
+/* How many nodes are keyed at INFINITY (in the region or in a hole). */
+static inline size_t rl_heap_parked_count(const rl_heap *h) { return h->parked + h->parked_in_heap; }
 /* The date node is keyed at; node must be in h. */
-static inline double rl_heap_when(const rl_heap *h, const rl_heap_node *node) { return h->slots[node->index].when; }
+static inline double rl_heap_when(const rl_heap *h, const rl_heap_node *node) {
+    return h->slots[node->index].node == node ? h->slots[node->index].when : __builtin_inf();
+}
 static inline bool rl_heap_is_parked(const rl_heap *h, size_t i) { return i >= h->capacity - h->parked && i < h->capacity; }
 static inline bool rl_heap_contains(const rl_heap *h, const rl_heap_node *node) {
     size_t i = node->index;
-    return (i < h->count || rl_heap_is_parked(h, i)) && h->slots[i].node == node;
+    return (i < h->count || rl_heap_is_parked(h, i)) && rl_heap_named(&h->slots[i]) == node;
 }
 
-/* The next node of h from *i on, in array order (not key order; the parked ones last), holes
- * passed over, and its date in *when; NULL past the last. Every node once: for (size_t i = 0;
+/* The next node of h from *i on, in array order (not key order; the region's parked ones last),
+ * holes that name no node passed over, and its date in *when (INFINITY for a parked one); NULL
+ * past the last. Every node once: for (size_t i = 0;
  * (node = rl_heap_next(h, &i, &when));). Reads only. */
 static inline rl_heap_node *rl_heap_next(const rl_heap *h, size_t *i, double *when) {
     size_t parked_from = h->capacity - h->parked;
     for (;; ++*i) {
         if (*i >= h->count && *i < parked_from) *i = parked_from;
         if (*i >= h->capacity) return NULL;
-        if (h->slots[*i].node) {
-            *when = h->slots[*i].when;
-            return h->slots[(*i)++].node;
+        rl_heap_node *node = rl_heap_named(&h->slots[*i]);
+        if (node) {
+            *when = node == h->slots[*i].node ? h->slots[*i].when : __builtin_inf();
+            ++*i;
+            return node;
         }
     }
 }
@@ -117,9 +145,10 @@ __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t 
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
 __attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
+__attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when);
 /* Give node (in h) the date when and restore the order: a later date sifts down only, an earlier
  * one up only, the same date not at all; INFINITY parks the node and a date unparks it, both O(1)
- * plus the sift up of a date;
+ * plus the sift up of a date (or from its slot, for a node parked in a full array);
  * nothing when node is not in h. Never fails. Inline: the re-arm of a timeout to a later date,
  * the common case, mostly moves a node that has no child (three in four nodes of a 4-ary heap
  * are leaves, and a re-armed timeout, the latest, tends to be one), which costs a store and no
@@ -130,7 +159,10 @@ static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
         if (rl_heap_is_parked(h, i) && h->slots[i].node == node && when != __builtin_inf()) rl_heap_unpark(h, i, when);
         return;
     }
-    if (__builtin_expect(h->slots[i].node != node, 0)) return;
+    if (__builtin_expect(h->slots[i].node != node, 0)) {
+        if (h->slots[i].node == rl_heap_tagged(node) && when != __builtin_inf()) rl_heap_unpark_in_heap(h, i, when);
+        return;
+    }
     if (__builtin_expect(when == __builtin_inf(), 0)) {
         rl_heap_park(h, i);
         return;
@@ -170,7 +202,7 @@ static inline void rl_heap_visit_due(rl_heap *h, double date, bool (*visit)(void
     queue[tail++] = 0;
     while (head != tail) {
         size_t i = queue[head++ % QUEUE];
-        if (h->slots[i].node && !visit(ctx, &h->slots[i])) continue;
+        if (rl_heap_live(&h->slots[i]) && !visit(ctx, &h->slots[i])) continue;
         for (size_t c = i * RL_HEAP_ARITY + 1; c <= i * RL_HEAP_ARITY + RL_HEAP_ARITY && c < h->count; c++) {
             if (!(h->slots[c].when <= date)) continue;
             if (tail - head < QUEUE) queue[tail++ % QUEUE] = (uint32_t)c;
@@ -191,7 +223,7 @@ static inline void rl_heap_visit_due(rl_heap *h, double date, bool (*visit)(void
 __attribute__((visibility("hidden"))) double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node,
                                                                                            double when, double *until),
                                                               unsigned cap);
-/* Check every invariant (parent <= child, stored indexes, the hole count); returns false and names the first
+/* Check every invariant (parent <= child, stored indexes, the hole and parked counts); returns false and names the first
  * broken one in *why. The tests call it after mutations. */
 __attribute__((visibility("hidden"))) bool rl_heap_verify(const rl_heap *h, const char **why);
 

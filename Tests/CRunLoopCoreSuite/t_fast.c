@@ -112,6 +112,22 @@ RLT_TEST(a_loop_is_biased_after_quiet_passes_and_unbiased_by_another_threads_loc
     rl_timer_invalidate(keep); /* borrowed: the loop held the only reference */
 }
 
+/* A thread's loop is biased from its first call, before any pass: the timeouts a thread arms
+ * before it runs (a server's setup) take no locked instruction either. */
+static void *first_call_bias(void *arg) {
+    rl_loop_t *loop = rl_loop_get_current();
+    *(int *)arg = atomic_load(&loop->bias) ? 1 : 0;
+    return NULL;
+}
+
+RLT_TEST(a_threads_loop_is_biased_from_its_first_call) {
+    int biased = -1;
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, first_call_bias, &biased), 0);
+    pthread_join(th, NULL);
+    RLT_CHECK_EQ(biased, RL_BIAS && rl_bias_available() ? 1 : 0);
+}
+
 /* Mutual exclusion across the bias's revocations: the loop's thread keeps entering its fast
  * section (biased whenever it can, since it runs quiet passes in between) and another thread
  * takes the lock the library's way now and then, each time finding the loop biased again and

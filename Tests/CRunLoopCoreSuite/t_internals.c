@@ -41,7 +41,7 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
     const char *why = "";
     uint64_t seq = 0;
     size_t peak = 0;
-    bool saw_holes = false;
+    bool saw_holes = false, saw_parked_in_heap = false;
     for (int i = 0; i < NODES; i++) nodes[i].index = RL_HEAP_NOT_IN_HEAP, in[i] = false;
     for (int step = 0; step < STEPS; step++) {
         int i = (int)(rng() % NODES);
@@ -60,8 +60,9 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
             in[i] = false;
         } else {
             /* One update in four parks the node at INFINITY (a disarm, a fired timeout): a
-             * hole where it was and the node in the parked region (rl_heap_park); a date unparks
-             * it again (rl_heap_unpark). */
+             * hole where it was and the node in the parked region (rl_heap_park), or in its hole
+             * when the array is full; a date unparks it again (rl_heap_unpark, or
+             * rl_heap_unpark_in_heap). */
             when[i] = rng() % 4 == 0 ? INFINITY : (double)(rng() % 16);
             nodes[i].seq = ++seq;
             rl_heap_update(&h, &nodes[i], when[i]);
@@ -85,18 +86,20 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
             size_t dated = 0;
             for (int k = 0; k < NODES; k++) dated += in[k] && when[k] != INFINITY;
             RLT_CHECK_EQ(first != NULL, dated > 0);
-            RLT_CHECK_EQ(h.parked, live - dated);
+            RLT_CHECK_EQ(rl_heap_parked_count(&h), live - dated);
             for (int k = 0; k < NODES; k++)
                 if (in[k] && (rl_heap_when(&h, &nodes[k]) != when[k] || (first && when[k] < first->when))) {
                     rlt_fail(__FILE__, __LINE__, "node %d misplaced or misdated at step %d", k, step);
                     rl_heap_free(&h);
                     return;
                 }
-            RLT_CHECK(!first || first->node);
+            RLT_CHECK(!first || rl_heap_live(first));
         }
         if (h.holes) saw_holes = true;
+        if (h.parked_in_heap) saw_parked_in_heap = true;
     }
     RLT_CHECK(saw_holes);
+    RLT_CHECK(saw_parked_in_heap);
     /* Draining pops in date order, then the parked nodes are all that is left, and the array
      * shrinks as the heap empties. */
     double last_when = 0;
@@ -107,7 +110,7 @@ RLT_TEST(timer_heap_keeps_its_invariants_under_random_operations) {
         rl_heap_remove(&h, top);
         in[top - nodes] = false;
     }
-    RLT_CHECK_EQ(rl_heap_size(&h), h.parked);
+    RLT_CHECK_EQ(rl_heap_size(&h), rl_heap_parked_count(&h));
     for (int k = 0; k < NODES; k++)
         if (in[k]) {
             RLT_CHECK(when[k] == INFINITY && rl_heap_contains(&h, &nodes[k]));
@@ -284,16 +287,20 @@ RLT_TEST(heap_parks_nodes_at_infinity_out_of_its_order_and_takes_them_back_witho
         nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
         RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], 10.0 + i), 0);
     }
-    /* Park them all (a fire phase's fired timeouts): the heap's order empties. */
+    /* Park them all (a fire phase's fired timeouts): the heap's order empties. The array has room
+     * for 24 in the region; the rest park in their holes until the holes go. */
     for (int i = 0; i < N; i++) {
         nodes[i].seq = (uint64_t)(N + i + 1);
         rl_heap_update(&h, &nodes[i], INFINITY);
-        RLT_CHECK(nodes[i].index >= h.capacity - h.parked && nodes[i].index < h.capacity);
+        RLT_CHECK(rl_heap_contains(&h, &nodes[i]) && rl_heap_when(&h, &nodes[i]) == INFINITY);
     }
     RLT_CHECK(rl_heap_verify(&h, &why));
-    RLT_CHECK_EQ(h.parked, (size_t)N);
+    RLT_CHECK_EQ(rl_heap_parked_count(&h), (size_t)N);
     RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N);
-    RLT_CHECK(rl_heap_first(&h) == NULL);
+    RLT_CHECK(rl_heap_first(&h) == NULL); /* the holes leave, the nodes they named join the region */
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    RLT_CHECK_EQ(h.parked, (size_t)N);
+    RLT_CHECK_EQ(h.count, (size_t)0);
     size_t visited = 0;
     rl_heap_visit_due(&h, INFINITY, count_visit, &visited);
     RLT_CHECK_EQ(visited, (size_t)0);
@@ -324,6 +331,89 @@ RLT_TEST(heap_parks_nodes_at_infinity_out_of_its_order_and_takes_them_back_witho
     RLT_CHECK_EQ(h.parked, (size_t)1);
     RLT_CHECK(rl_heap_contains(&h, &nodes[7]));
     RLT_CHECK(rl_heap_verify(&h, &why));
+    rl_heap_free(&h);
+}
+
+/* In a full array whose holes would pay for a re-heap (an eighth of it), a node keyed at INFINITY
+ * parks in its own slot (a hole that names it): no growth, no re-heap, nothing else moves. It
+ * joins the region when its hole leaves (popped at the top, trimmed, compacted), takes its slot
+ * back and sifts from there when armed in a full array, and goes to the end of the heap when
+ * there is room. With too few holes to pay, a full array grows instead (see the test above). */
+RLT_TEST(heap_parks_in_place_when_the_array_is_full) {
+    enum { N = 1024 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    const char *why = "";
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
+    }
+    RLT_CHECK_EQ(h.capacity, (size_t)N); /* full */
+    rl_heap_slot *array = h.slots;
+    /* An eighth removed: holes enough to pay for a re-heap, and no room made (bar a trimmed end). */
+    for (int i = 0; i < N; i += 8) rl_heap_remove(&h, &nodes[i]);
+    RLT_CHECK(h.holes * 8 >= (size_t)N - 16);
+    /* A quarter parked, as a server's cancellations do: each stays where it was, and nothing
+     * else moves. */
+    size_t in_place = 0;
+    for (int i = 1; i < N; i += 4) {
+        size_t at = nodes[i].index, neighbour = nodes[i + 1].index;
+        bool full = h.count + h.parked == h.capacity, last = at == h.count - 1;
+        rl_heap_update(&h, &nodes[i], INFINITY);
+        RLT_CHECK(h.slots == array && h.capacity == (size_t)N);
+        if (full && !last) {
+            RLT_CHECK_EQ((size_t)nodes[i].index, at);
+            RLT_CHECK(h.slots[at].node == rl_heap_tagged(&nodes[i]));
+            RLT_CHECK_EQ((size_t)nodes[i + 1].index, neighbour);
+            in_place++;
+        }
+        RLT_CHECK(rl_heap_contains(&h, &nodes[i]) && rl_heap_when(&h, &nodes[i]) == INFINITY);
+    }
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    RLT_CHECK(in_place >= (size_t)N / 4 - 16);
+    RLT_CHECK_EQ(h.parked_in_heap + h.parked, (size_t)N / 4);
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N - N / 8);
+    /* rl_heap_next names each once, the parked at INFINITY. */
+    size_t listed = 0, at_infinity = 0;
+    double when;
+    for (size_t i = 0; rl_heap_next(&h, &i, &when);) listed++, at_infinity += when == INFINITY;
+    RLT_CHECK_EQ(listed, (size_t)N - N / 8);
+    RLT_CHECK_EQ(at_infinity, (size_t)N / 4);
+    /* Half of them armed again while the array is full: each takes its slot back and sifts. */
+    size_t back_in_place = 0;
+    for (int i = 1; i < N; i += 8) {
+        bool full = h.count + h.parked == h.capacity, in_hole = nodes[i].index < h.count;
+        rl_heap_update(&h, &nodes[i], (double)(N + i % 100));
+        RLT_CHECK(rl_heap_when(&h, &nodes[i]) == (double)(N + i % 100));
+        back_in_place += full && in_hole;
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK(back_in_place >= (size_t)N / 8 - 16);
+    RLT_CHECK(h.slots == array && h.capacity == (size_t)N);
+    /* The other half removed: the holes they were parked in name nothing now. */
+    size_t removed_from_holes = 0;
+    for (int i = 5; i < N; i += 8) {
+        removed_from_holes += nodes[i].index < h.count;
+        rl_heap_remove(&h, &nodes[i]);
+        RLT_CHECK(!rl_heap_contains(&h, &nodes[i]));
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK(removed_from_holes >= (size_t)N / 8 - 16);
+    RLT_CHECK_EQ(rl_heap_parked_count(&h), (size_t)0);
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N - N / 4);
+    /* The due walk sees every node once; draining gives the dates in order. */
+    size_t visited = 0;
+    rl_heap_visit_due(&h, INFINITY, count_visit, &visited);
+    RLT_CHECK_EQ(visited, (size_t)N - N / 4);
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    double last = -1;
+    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
+        RLT_CHECK(first->when >= last);
+        last = first->when;
+        rl_heap_remove(&h, first->node);
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
     rl_heap_free(&h);
 }
 

@@ -93,13 +93,17 @@
  *   park of a fired timeout, is O(1): a hole where the timer was, and the timer leaves the heap's
  *   order for a parked region at the top of the same array, from which arming it again takes it
  *   back (to the end of the heap, where a timeout armed from the loop's time stays) without
- *   allocating. Timeouts armed in the order of their dates fire with nothing to sort.
+ *   allocating. In a full array (a large one: a small one grows once) the timer stays in its
+ *   hole instead, still O(1), and moves to the region when the hole goes; armed again from there
+ *   it sifts from its old place, O(log n). Timeouts armed in the order of their dates fire with
+ *   nothing to sort.
  *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
  *   loop's lock has a fast half for its own thread (a flag it sets and one it reads) that it
  *   takes whenever no other thread holds the lock, with one locked instruction, or none while
- *   no other thread has locked the loop for 16 of its passes (the loop is then biased: the
- *   first other thread to lock it again pays for the fence instead, once, with a
- *   membarrier(2) system call of a few microseconds). About 110 instructions on
+ *   the loop is biased: from its thread's first call until another thread locks it, and again
+ *   once no other thread has locked it for 16 of its passes (the first other thread to lock a
+ *   biased loop pays for the fence instead, once, with a membarrier(2) system call of a few
+ *   microseconds). About 110 instructions on
  *   x86-64 for rl_timer_rearm in a callout, 1e4 timers armed (callgrind on benchmark 14:
  *   benchmarks/README.md), where libev's ev_timer_again takes about 63;
  *   rl_timer_set_next_fire_in adds a clock reading (about 25 ns on a VM), which
