@@ -24,11 +24,12 @@
  * sorted (rl_heap_visit_due visits in array order). Both regions live in one array, so a parked
  * node always has a slot to come back to: unparking never allocates, never fails.
  *
- * When the array is full (the heap and the region meet), a node parks where it is instead: its
- * slot becomes a hole that still names it, tagged (the pointer's low bit), and it joins the region
- * when that slot leaves the heap (popped at the top, trimmed at the end, or compacted away). So a
- * burst of cancellations in a full array costs O(1) each, not a re-heap of the array or a larger
- * one. Armed again, such a node goes to the end of the heap when there is room, else takes its
+ * When the array is full (the heap and the region meet), a small array grows (unless its holes
+ * would pay for a re-heap), and in a large one a node parks where it is instead: its slot becomes
+ * a hole that still names it, tagged (the pointer's low bit), and it joins the region when that
+ * slot leaves the heap (popped at the top, trimmed at the end, or compacted away). So a burst of
+ * cancellations in a full array costs O(1) each, not a re-heap of the array or the copy of a
+ * larger one. Armed again, such a node goes to the end of the heap when there is room, else takes its
  * slot back and sifts from there.
  *
  * Removal is lazy. A removed (or parked) node leaves a hole: its slot keeps the date and loses
