@@ -1033,7 +1033,13 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + 2 < n) __builtin_prefetch(due[q + 2].timer);
-        if (q + 1 < n) __builtin_prefetch(due[q + 1].timer->info);
+        if (q + 1 < n) {
+            __builtin_prefetch(due[q + 1].timer->info);
+            /* and its heap slot, which a fired timeout's park writes (its index may be stale by
+             * then: a prefetch of a slot that is not its own costs nothing but the load) */
+            uint32_t at = due[q + 1].key.node->index;
+            if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
+        }
         rl_timer_t *t = due[q].timer;
         unsigned done = fire(loop, t, now, found, outer);
         fired += done & FIRED;

@@ -196,11 +196,12 @@ int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
     return 0;
 }
 
-/* Holes never outnumber the nodes, parked ones included (they hold slots of the array too): a
- * phase that parks the timeouts it fires leaves a hole for each, and compacts no sooner than
- * when parked nodes were kept in the heap. */
+/* Holes that name no node never outnumber the nodes, parked ones included (they hold slots of
+ * the array too, in the region or in a hole): a phase that parks the timeouts it fires leaves a
+ * hole for each, and compacts no sooner than when parked nodes were kept in the heap; a phase
+ * that parks them in their holes (a full array) does not compact for them at all. */
 static void compact_if_outnumbered(rl_heap *h) {
-    if (h->holes * 2 > h->count + h->parked) compact(h);
+    if (h->holes - h->parked_in_heap > h->count - h->holes + h->parked + h->parked_in_heap) compact(h);
 }
 
 /* The node at i leaves the heap's order: a hole where it was. */
@@ -399,7 +400,7 @@ bool rl_heap_verify(const rl_heap *h, const char **why) {
         *why = "a hole at the end was not trimmed";
         return false;
     }
-    if (h->holes * 2 > h->count + h->parked) {
+    if (h->holes - h->parked_in_heap > h->count - h->holes + h->parked + h->parked_in_heap) {
         *why = "holes outnumber nodes";
         return false;
     }

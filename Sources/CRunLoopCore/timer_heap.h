@@ -38,8 +38,8 @@
  * ways: a hole that reaches the top is popped when someone asks for the earliest entry
  * (rl_heap_first), and when holes are many the heap is compacted at once: the live slots are
  * gathered and re-heaped in O(n) (Floyd). A burst of cancelled timeouts, or a pass that fires
- * thousands of due one-shot timers, then costs O(n) in all instead of O(n log n). Holes never
- * outnumber the nodes (parked ones included, which hold slots too), so memory stays within twice
+ * thousands of due one-shot timers, then costs O(n) in all instead of O(n log n). Holes that name
+ * no node never outnumber the nodes (parked ones included, which hold slots too), so memory stays within twice
  * the node count (and the array shrinks after a burst).
  * Only this heap walks its slots: the timer phase, the wake date, describe and verify go through
  * rl_heap_visit_due, rl_heap_coalesce and rl_heap_next, which pass over the holes.

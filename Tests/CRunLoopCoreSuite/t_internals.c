@@ -417,6 +417,37 @@ RLT_TEST(heap_parks_in_place_when_the_array_is_full) {
     rl_heap_free(&h);
 }
 
+/* A node parked in its hole holds its slot as a parked node in the region would: such holes do
+ * not count towards the compaction that holes naming nothing bring on. A fire phase that parks
+ * most of a full heap's timeouts (all due at once) re-heaps nothing while it fires. */
+RLT_TEST(heap_nodes_parked_in_their_holes_bring_on_no_compaction) {
+    enum { N = 1024 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    const char *why = "";
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
+    }
+    for (int i = 0; i < N; i += 8) rl_heap_remove(&h, &nodes[i]); /* holes that pay: parks stay */
+    size_t count = h.count;
+    for (int i = 0; i < N; i++) {
+        if (i % 8 == 0 || i % 8 == 7) continue; /* three quarters of the heap parked */
+        rl_heap_update(&h, &nodes[i], INFINITY);
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK(h.count >= count - 8); /* only trims at the end: no compaction */
+    RLT_CHECK(h.parked_in_heap >= (size_t)N * 3 / 4 - 8);
+    RLT_CHECK(h.holes * 2 > h.count); /* the old rule would have compacted */
+    /* Removing the parked ones turns their holes into holes that name nothing: compaction. */
+    for (int i = 0; i < N; i++)
+        if (i % 8 != 0 && i % 8 != 7) rl_heap_remove(&h, &nodes[i]);
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    RLT_CHECK(h.count < (size_t)N / 2);
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N / 8);
+    rl_heap_free(&h);
+}
+
 /* The due walk goes level by level in the array's order, so a heap filled in key order is walked
  * in key order (the timer phase then has nothing to sort); a due set wider than the walk's queue
  * is still visited whole, once each. */
