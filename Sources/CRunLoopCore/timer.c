@@ -1029,16 +1029,20 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     unsigned long long passes = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
     unsigned fired = 0;
     size_t left = 0; /* outer: the timers fire() did not settle, gathered at the front */
+    bool far = run->mode->timers.capacity > 16384; /* slots: 256 KB */
     for (size_t q = 0; q < n; q++) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + 2 < n) __builtin_prefetch(due[q + 2].timer);
         if (q + 1 < n) {
             __builtin_prefetch(due[q + 1].timer->info);
-            /* and its heap slot, which a fired timeout's park writes (its index may be stale by
-             * then: a prefetch of a slot that is not its own costs nothing but the load) */
-            uint32_t at = due[q + 1].key.node->index;
-            if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
+            /* and, in a heap larger than the caches, its slot, which a fired timeout's park
+             * writes (its index may be stale by then: a prefetch of a slot that is not its own
+             * costs nothing but the load) */
+            if (__builtin_expect(far, 0)) {
+                uint32_t at = due[q + 1].key.node->index;
+                if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
+            }
         }
         rl_timer_t *t = due[q].timer;
         unsigned done = fire(loop, t, now, found, outer);
