@@ -93,10 +93,10 @@
  *   park of a fired timeout, is O(1): a hole where the timer was, and the timer leaves the heap's
  *   order for a parked region at the top of the same array, from which arming it again takes it
  *   back (to the end of the heap, where a timeout armed from the loop's time stays) without
- *   allocating. In a full array (a large one: a small one grows once) the timer stays in its
- *   hole instead, still O(1), and moves to the region when the hole goes; armed again from there
- *   it sifts from its old place, O(log n). Timeouts armed in the order of their dates fire with
- *   nothing to sort.
+ *   allocating. In a full array the timer stays in its hole instead, still O(1), and moves to
+ *   the region when the hole goes (a small full array grows once instead, unless enough holes
+ *   make a re-heap worth it); armed again from there while the array is full, it sifts from its
+ *   old place, O(log n). Timeouts armed in the order of their dates fire with nothing to sort.
  *   On the loop's own thread these calls, and adding and removing a timer, take no mutex: the
  *   loop's lock has a fast half for its own thread (a flag it sets and one it reads) that it
  *   takes whenever no other thread holds the lock, with one locked instruction, or none while
