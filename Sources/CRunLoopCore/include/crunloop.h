@@ -364,9 +364,10 @@ RL_API void rl_release(void *object);
 /* Drop the caller's reference only if it is the object's last: then as rl_release (the object is
  * destroyed) and true; false, with nothing changed, while another reference remains (a loop's,
  * a callout's). For an owner whose memory holds the object (rl_timer_create_in): when this says
- * false, it arranges for its memory to outlast the object's done, then calls rl_release. A
- * load, and a compare-and-swap when the reference may be the last. NULL: false. An addition
- * beyond CF. */
+ * false, it arranges for its memory to outlast the object's done, then calls rl_release. For a
+ * source, timer or observer one load and no locked instruction (a count of 1 is the caller's own
+ * reference, which no other thread can change); for a loop a compare-and-swap when the reference
+ * may be the last. NULL: false. An addition beyond CF. */
 RL_API bool rl_release_if_last(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
