@@ -346,7 +346,12 @@ typedef struct rl_timer_record {
     void (*release)(const void *info);
     void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
     const struct rl_timer_record *next;
+    /* RL_RECORD_CONTEXT_OWNS: a held timer whose context owns a reference to it while a loop
+     * holds the context (RL_TIMER_IN_CONTEXT_OWNS), so that a loop's own references may go
+     * before the context's release. */
+    unsigned char flags;
 } rl_timer_record;
+enum { RL_RECORD_CONTEXT_OWNS = 1 };
 
 /* obj.bits of a timer. VALID as named. FIRING: the timer's callout is running; set as it starts
  * for a HELD timer (settle_held's handshake needs it at once), and for any other only once the

@@ -114,18 +114,20 @@ static _Atomic(const rl_timer_record *) records;
 static _Thread_local const rl_timer_record *last_record __attribute__((tls_model("initial-exec"))); /* as rl_tls_loop */
 
 static inline bool record_is(const rl_timer_record *r, rl_timer_callback_t callback, const void *(*retain)(const void *),
-                             void (*release)(const void *), void (*done)(void *)) {
-    return r->callback == callback && r->retain == retain && r->release == release && r->done == done;
+                             void (*release)(const void *), void (*done)(void *), unsigned char flags) {
+    return r->callback == callback && r->retain == retain && r->release == release && r->done == done &&
+           r->flags == flags;
 }
 
 static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_callback_t callback,
-    const void *(*retain)(const void *), void (*release)(const void *), void (*done)(void *)) {
+    const void *(*retain)(const void *), void (*release)(const void *), void (*done)(void *), unsigned char flags) {
     const rl_timer_record *head = atomic_load_explicit(&records, memory_order_acquire);
     for (const rl_timer_record *r = head; r; r = r->next)
-        if (record_is(r, callback, retain, release, done)) return last_record = r;
+        if (record_is(r, callback, retain, release, done, flags)) return last_record = r;
     rl_timer_record *r = rl_malloc(sizeof *r);
     if (!r) return NULL;
-    *r = (rl_timer_record){.callback = callback, .retain = retain, .release = release, .done = done, .next = head};
+    *r = (rl_timer_record){
+        .callback = callback, .retain = retain, .release = release, .done = done, .next = head, .flags = flags};
     /* A tuple pushed meanwhile by another thread may now be listed twice: harmless. */
     while (!atomic_compare_exchange_weak_explicit(&records, &head, r, memory_order_release, memory_order_acquire))
         r->next = head;
@@ -135,10 +137,11 @@ static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_cal
 /* The record of a tuple: the thread's last, else from the list (stored there if new). NULL when
  * a new record cannot be stored (ENOMEM). */
 static inline const rl_timer_record *record_for(rl_timer_callback_t callback, const void *(*retain)(const void *),
-                                                void (*release)(const void *), void (*done)(void *)) {
+                                                void (*release)(const void *), void (*done)(void *),
+                                                unsigned char flags) {
     const rl_timer_record *r = last_record;
-    if (__builtin_expect(r && record_is(r, callback, retain, release, done), 1)) return r;
-    return find_record(callback, retain, release, done);
+    if (__builtin_expect(r && record_is(r, callback, retain, release, done, flags), 1)) return r;
+    return find_record(callback, retain, release, done, flags);
 }
 
 /* Whether interval makes a repeating timer (INFINITY, as 0, makes a one-shot timer). */
@@ -170,7 +173,7 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
     if (bad_args(callback, fire_date, interval)) return NULL;
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     rl_timer_t *t = new_timer(fire_date, interval, order,
-                              record_for(callback, retain, context ? context->release : NULL, NULL), RL_TIMER_VALID);
+                              record_for(callback, retain, context ? context->release : NULL, NULL, 0), RL_TIMER_VALID);
     if (!t) return NULL;
     t->info = context ? context->info : NULL;
     if (retain) t->info = (void *)retain(context->info);
@@ -182,7 +185,7 @@ rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
     if (!context || (!context->retain && !context->release))
         return rl_timer_create(fire_date, interval, order, callback, context);
     if (bad_args(callback, fire_date, interval)) return NULL; /* EINVAL before ENOMEM */
-    rl_timer_t *t = new_timer(fire_date, interval, order, record_for(callback, context->retain, context->release, NULL),
+    rl_timer_t *t = new_timer(fire_date, interval, order, record_for(callback, context->retain, context->release, NULL, 0),
                               RL_TIMER_VALID | RL_TIMER_HELD);
     if (!t) return NULL;
     t->info = context->info;
@@ -204,13 +207,15 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
     return t;
 }
 
-/* A timer in the caller's memory keeps the caller's done in its record, with its callback and
- * its context's functions. */
+/* A timer in the caller's memory keeps the caller's done in its record, with its callback, its
+ * context's functions and whether its context owns it (RL_TIMER_IN_CONTEXT_OWNS). */
 rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
                                long order, rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
         (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
-        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN)) ||
+        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN |
+                             RL_TIMER_IN_CONTEXT_OWNS)) ||
+        ((flags & RL_TIMER_IN_CONTEXT_OWNS) && !(flags & RL_TIMER_IN_HELD)) ||
         ((flags & RL_TIMER_IN_TIMEOUT) && interval != 0) || !callback || bad_time(fire_date) ||
         bad_time(interval)) {
         errno = EINVAL;
@@ -218,13 +223,14 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     }
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     void (*release)(const void *) = context ? context->release : NULL;
-    const rl_timer_record *record = record_for(callback, retain, release, storage->done);
+    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
+    const rl_timer_record *record = record_for(callback, retain, release, storage->done,
+                                               held && (flags & RL_TIMER_IN_CONTEXT_OWNS) ? RL_RECORD_CONTEXT_OWNS : 0);
     rl_timer_extras *x = NULL;
     if (!record || (repeats(interval) && !(x = new_extras(interval)))) {
         errno = ENOMEM;
         return NULL;
     }
-    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
     unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
                          (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
     rl_timer_t *t = storage->memory;
@@ -594,6 +600,29 @@ static void leave_owner(rl_timer_t *t) {
     while (releases--) rl_release(t);
 }
 
+/* leave_owner for a one-shot timer that the outermost phase of loop fired, whose context owns a
+ * reference to it (RL_TIMER_IN_CONTEXT_OWNS). The phase is done with t (fire() returns SETTLED),
+ * so the loop's references need not wait for the phase's end, and they go before the context's
+ * release: the context, which the loop still holds, keeps t alive through them, and a handle that
+ * goes in that release finds its own reference the last (rl_release_if_last), so the timer's
+ * memory need not outlast it. t may be gone once the release has run: nothing touches it after. */
+static void leave_owner_before_release(rl_loop_t *loop, rl_timer_t *t) {
+    rl_loop_t *owner = rl_owner_lock(t, &t->loop);
+    rl_timer_t *handed = NULL;
+    size_t releases = 0;
+    if (owner == loop) {
+        (void)untake_owned(t); /* no reference for the phase: it is done with t */
+        releases = rl_members_leave_loop(loop, &rl_timer_kind, &t->obj);
+        handed = take_handed(loop);
+    } else if (owner) {
+        releases = leave_loop(owner, t, &handed);
+    }
+    unlock_verified(t, owner, "rl_timer_invalidate");
+    while (releases--) rl_release(t); /* never the last: the context's reference remains */
+    if (handed) end_handed(handed);
+    else settle_held(t);
+}
+
 void rl_timer_invalidate(rl_timer_t *t) {
     if (t && atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_VALID) & RL_TIMER_VALID) leave_owner(t);
 }
@@ -849,7 +878,8 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
          * leaving its owner clears its mark (or another loop's took it off). Invalidated during
          * the callout: by another thread maybe, whose removal may be still to come. */
         if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
-        leave_owner(t);
+        if (outer && (t->record->flags & RL_RECORD_CONTEXT_OWNS)) leave_owner_before_release(loop, t);
+        else leave_owner(t);
         return FIRED | SETTLED;
     }
     if (is_valid(t)) {

@@ -265,7 +265,12 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         if let place = storagePlace() {
             var storage = rl_timer_storage(
                 memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: { timerMemoryDone($0) })
-            let flags = UInt32(RL_TIMER_IN_HELD) | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
+            // The handle owns a reference to its C timer for life, so a loop may let go of its
+            // own before it lets go of the handle: a fired one-shot timer whose handle goes in
+            // that release is then destroyed in `deinit` (`rl_release_if_last`), its memory not
+            // kept past it.
+            let flags = UInt32(RL_TIMER_IN_HELD) | UInt32(RL_TIMER_IN_CONTEXT_OWNS)
+                | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
             made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
         } else {
             life.store(TimerLife.apart, ordering: .relaxed)

@@ -953,7 +953,14 @@ enum {
     /* fire_date kept as given, also when it has passed, with no clock reading (a timer made
      * from the loop's time, rl_loop_get_time() + seconds, as rl_timer_rearm_from_loop_time arms
      * one); without it a date already gone becomes now, as in CF */
-    RL_TIMER_IN_DATE_AS_GIVEN = 4
+    RL_TIMER_IN_DATE_AS_GIVEN = 4,
+    /* with RL_TIMER_IN_HELD: info owns a reference to the timer for as long as a loop holds info
+     * (a wrapper's handle that is the context and owns the timer), so that a loop may let go of
+     * its own references before it runs the context's release. A one-shot timer fired by a
+     * loop's timer phase then leaves the loop as its callout returns, not as the phase ends, and
+     * a handle whose last reference goes in that release finds its reference to the timer the
+     * last (rl_release_if_last says true: done runs inside it). EINVAL without RL_TIMER_IN_HELD */
+    RL_TIMER_IN_CONTEXT_OWNS = 8
 };
 /* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
  * connection's struct, a wrapper's object): creating it allocates nothing. An addition beyond CF.
@@ -972,7 +979,8 @@ enum {
  *   whatever thread calls them) when the loop's references were the last, on the loop's thread
  *   as a timer phase that took the timer as due ends (the phase holds every timer it took until
  *   then, as CF's does: so a one-shot timer fired, or a due timer that a callout or another
- *   thread invalidated or removed while the phase ran, goes then when nothing else holds it), or
+ *   thread invalidated or removed while the phase ran, goes then when nothing else holds it; a
+ *   one-shot timer made with RL_TIMER_IN_CONTEXT_OWNS leaves as its callout returns), or
  *   as the loop ends with its thread. No lock of the library is held; the library touches the memory
  *   no more once done is called, so done may free it, reuse it for a new timer, or let its
  *   owner go.
