@@ -397,6 +397,16 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
     }
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
     if (bits & RL_TIMER_HELD) {
+        if (t->obj.marks & RL_TIMER_CALLOUT) {
+            /* Its callout is under way on loop's thread (fire() marked it under this lock): the
+             * release waits for the callout's end, as settle_held and the end learn from FIRING
+             * (set now, as fire() did not) and RELEASE_DUE. The mark goes with the owner: it is
+             * loop's only while loop owns t, and its absence tells the end to settle. */
+            t->obj.marks &= (uint8_t)~RL_TIMER_CALLOUT;
+            atomic_fetch_or(&t->obj.bits, RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE);
+            rl_owner_clear(&t->loop);
+            return;
+        }
         if (!(bits & (RL_TIMER_VALID | RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE))) {
             /* Invalid, and no callout under way: no claim can take the release back (only a
              * valid timer is claimed) and no callout's end can be owed it (FIRING is set only on
@@ -598,29 +608,6 @@ static void leave_owner(rl_timer_t *t) {
     end_handed(handed);
     settle_held(t);
     while (releases--) rl_release(t);
-}
-
-/* leave_owner for a one-shot timer that the outermost phase of loop fired, whose context owns a
- * reference to it (RL_TIMER_IN_CONTEXT_OWNS). The phase is done with t (fire() returns SETTLED),
- * so the loop's references need not wait for the phase's end, and they go before the context's
- * release: the context, which the loop still holds, keeps t alive through them, and a handle that
- * goes in that release finds its own reference the last (rl_release_if_last), so the timer's
- * memory need not outlast it. t may be gone once the release has run: nothing touches it after. */
-static void leave_owner_before_release(rl_loop_t *loop, rl_timer_t *t) {
-    rl_loop_t *owner = rl_owner_lock(t, &t->loop);
-    rl_timer_t *handed = NULL;
-    size_t releases = 0;
-    if (owner == loop) {
-        (void)untake_owned(t); /* no reference for the phase: it is done with t */
-        releases = rl_members_leave_loop(loop, &rl_timer_kind, &t->obj);
-        handed = take_handed(loop);
-    } else if (owner) {
-        releases = leave_loop(owner, t, &handed);
-    }
-    unlock_verified(t, owner, "rl_timer_invalidate");
-    while (releases--) rl_release(t); /* never the last: the context's reference remains */
-    if (handed) end_handed(handed);
-    else settle_held(t);
 }
 
 void rl_timer_invalidate(rl_timer_t *t) {
@@ -841,29 +828,86 @@ void rl_timers_publish_firing(rl_loop_t *loop) {
     }
 }
 
+/* Takes the mark of a held timer's callout off (RL_TIMER_CALLOUT), if it is still there: loop
+ * still owns t, locked by the caller (owner: t's owner, as locked), and no disowning took it
+ * during the callout. False otherwise: such a disowning left FIRING and RELEASE_DUE, and the end
+ * settles them (end_callout). */
+static inline bool callout_mark_taken_off(rl_loop_t *loop, rl_loop_t *owner, rl_timer_t *t) {
+    if (owner != loop || !(t->obj.marks & RL_TIMER_CALLOUT)) return false;
+    t->obj.marks &= (uint8_t)~RL_TIMER_CALLOUT;
+    return true;
+}
+
+/* The end of a held one-shot timer's callout (fire()): its invalidation and its leaving in one
+ * locked section when the callout's mark is still there (nothing was made due during the
+ * callout); else as any one-shot timer's. outer: the outermost phase, done with t once it left:
+ * with RL_TIMER_IN_CONTEXT_OWNS the loop's references then go at once, before the context's
+ * release (the context, which the loop still holds, keeps t alive through them), so that a handle
+ * that goes in that release finds its own reference the last (rl_release_if_last) and the memory
+ * need not outlast it. t may be gone once the release has run: nothing touches it after. */
+static unsigned end_held_one_shot(rl_loop_t *loop, rl_timer_t *t, bool outer) {
+    rl_loop_t *owner = rl_owner_lock(t, &t->loop);
+    if (__builtin_expect(!callout_mark_taken_off(loop, owner, t), 0)) {
+        unlock_verified(t, owner, "rl_timer_invalidate");
+        if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
+        leave_owner(t);
+        return FIRED | SETTLED;
+    }
+    /* No release is due (a disowning would have taken the mark); FIRING is set only if a nested
+     * run published the callout. */
+    unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_VALID | RL_TIMER_FIRING));
+    if (!(was & RL_TIMER_VALID)) {
+        /* Invalidated by another thread, which waits for the lock to take it out: the release
+         * falls to its disowning, which finds no mark and no callout. */
+        unlock_verified(t, owner, "rl_timer_invalidate");
+        return FIRED;
+    }
+    rl_timer_t *handed = NULL;
+    size_t releases;
+    bool early = outer && (t->record->flags & RL_RECORD_CONTEXT_OWNS);
+    if (early) {
+        (void)untake_owned(t); /* no reference for the phase: it is done with t */
+        releases = rl_members_leave_loop(loop, &rl_timer_kind, &t->obj);
+        handed = take_handed(loop);
+    } else {
+        releases = leave_loop(loop, t, &handed);
+    }
+    unlock_verified(t, owner, "rl_timer_invalidate");
+    if (early) {
+        while (releases--) rl_release(t); /* never the last: the context's reference remains */
+        if (handed) end_handed(handed);
+        else settle_held(t);
+        return FIRED | SETTLED;
+    }
+    end_handed(handed);
+    settle_held(t);
+    while (releases--) rl_release(t);
+    return FIRED | SETTLED;
+}
+
 static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, bool outer) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return 0;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
-     * and, if held, no release due. A held timer takes FIRING in the same step, which defers a
-     * release that another thread's disowning makes due to the callout's end (settle_held); any
-     * other timer's callout is known from the loop's chain alone, with no locked instruction
-     * (FIRING is set only if a run inside it waits: rl_timers_publish_firing). An invalidation
-     * from another thread just after the check still sees the callout run, as in CF. */
+     * and, if held, no release due. A timer's callout is known to the loop's own thread from its
+     * chain (loop->firing), with no locked instruction; other threads learn of it only when a run
+     * inside it waits (rl_timers_publish_firing sets FIRING). A held timer's callout is also
+     * marked under the loop's lock (RL_TIMER_CALLOUT, the loop's fast section: no locked
+     * instruction while the loop is biased), where a disowning finds it and leaves its context's
+     * release to the callout's end (timer_leave_if_unused). An invalidation from another thread
+     * just after the check still sees the callout run, as in CF. */
     unsigned char bits = atomic_load(&t->obj.bits);
+    bool held = bits & RL_TIMER_HELD;
     rl_firing frame = {t, loop->firing, false};
-    if (__builtin_expect(bits & RL_TIMER_HELD, 0)) {
-        do {
-            if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
-                return 0;
-        } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
-        /* A held timer disowned since the check above may have had its context released already:
-         * from now on FIRING defers any release to the callout's end, but this one is gone. */
-        if (atomic_load(&t->loop) != loop) {
-            (void)end_callout(t, 0);
-            return 0;
-        }
-        frame.published = true;
+    if (__builtin_expect(held, 0)) {
+        rl_loop_lock_own(loop);
+        bits = atomic_load(&t->obj.bits);
+        bool fires = atomic_load_explicit(&t->loop, memory_order_relaxed) == loop &&
+                     (bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) == RL_TIMER_VALID &&
+                     !(t->obj.marks & RL_TIMER_CALLOUT);
+        if (fires) t->obj.marks |= RL_TIMER_CALLOUT;
+        rl_loop_unlock_own(loop);
+        if (!fires) return 0;
     } else if ((bits & ~(RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID ||
                (frame.outer && is_firing_here(loop, t))) {
         return 0;
@@ -877,11 +921,14 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step;
          * leaving its owner clears its mark (or another loop's took it off). Invalidated during
          * the callout: by another thread maybe, whose removal may be still to come. */
+        if (held) return end_held_one_shot(loop, t, outer);
         if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
-        if (outer && (t->record->flags & RL_RECORD_CONTEXT_OWNS)) leave_owner_before_release(loop, t);
-        else leave_owner(t);
+        leave_owner(t);
         return FIRED | SETTLED;
     }
+    /* Whether the callout's end settles FIRING and RELEASE_DUE (end_callout): set by a nested
+     * run's wait (published), or, for a held timer, by a disowning during the callout. */
+    bool settle = frame.published;
     if (is_valid(t)) {
         /* A date set from inside the callout that is later than the one fired is kept (a timeout
          * armed again, or disarmed: INFINITY); otherwise a repeating timer goes on along its
@@ -893,6 +940,7 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             rl_loop_unlock_own(loop);
             owner = rl_owner_lock(t, &t->loop);
         }
+        if (held && !callout_mark_taken_off(loop, owner, t)) settle = true;
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, (bits & RL_TIMER_REPEATS) ? next_on_grid(fired, interval_of(t, bits), rl_time_now())
                                                                     : INFINITY);
@@ -906,7 +954,7 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
              * its last reference. A release due (none is while this loop owns a held timer: a
              * claim takes it back) runs unlocked, from what was read under the lock. */
             t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
-            if (!frame.published) { /* FIRING was never set: nothing to end */
+            if (!settle) { /* FIRING was never set: nothing to end */
                 rl_loop_unlock_own(loop);
                 return FIRED | SETTLED;
             }
@@ -917,8 +965,15 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             if ((was & RL_TIMER_RELEASE_DUE) && release) release(info);
             return FIRED | SETTLED;
         }
+    } else if (held) {
+        /* Invalidated during the callout: by the callout or a disowning (the mark went with it),
+         * or by another thread that has yet to take it out (the mark goes now, and the release
+         * falls to that disowning). */
+        rl_loop_t *owner = rl_owner_lock(t, &t->loop);
+        if (!callout_mark_taken_off(loop, owner, t)) settle = true;
+        rl_owner_unlock(&t->loop, owner);
     }
-    if (frame.published) (void)end_callout(t, 0);
+    if (settle) (void)end_callout(t, 0);
     return FIRED;
 }
 

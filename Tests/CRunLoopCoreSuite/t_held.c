@@ -152,6 +152,35 @@ RLT_TEST(held_timer_removed_by_its_own_callout_is_released_after_it) {
     rl_release(t);
 }
 
+/* A one-shot timer's callout takes it out of the loop and puts it back (a claim during the
+ * callout, which takes back the release that the removal made due). */
+static void remove_and_add_back(rl_timer_t *t, void *info) {
+    held_t *h = info;
+    atomic_fetch_add(&h->calls, 1);
+    if (rl_loop_remove_timer(h->loop, t, DEF) != 0) tt("remove-failed");
+    if (rl_loop_add_timer(h->loop, t, DEF) != 0) tt("add-failed");
+    if (atomic_load(&h->count.releases) != 0) tt("released-inside");
+}
+
+RLT_TEST(held_one_shot_timer_put_back_by_its_own_callout_still_ends_after_it) {
+    static held_t h; /* static: a failed check returns with the timer still in the loop */
+    h = (held_t){0};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = {&h, tt_count_retain, held_release};
+    rl_timer_t *t = rl_timer_create_held(rl_time_now(), 0, 0, remove_and_add_back, &c);
+    RLT_CHECK(t != NULL);
+    h.loop = loop;
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("");
+    RLT_CHECK_EQ(atomic_load(&h.calls), 1);
+    RLT_CHECK_EQ(RETAINS(&h), 1);
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    rl_release(t);
+}
+
 typedef struct {
     held_t *h;
     atomic_int stage;

@@ -171,8 +171,9 @@
  *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
  *   the move along its grid, in the loop's fast section; none while the loop is biased: see
  *   TIMEOUTS), a one-shot timer's end two more (its
- *   invalidation and its release from the mode); a held timer (rl_timer_create_held) one more
- *   (two for a timeout or a repeating one), to mark its callout under way for other threads.
+ *   invalidation and its release from the mode); a held timer (rl_timer_create_held) none more
+ *   while the loop is biased, one otherwise: its callout is marked under the loop's lock (its
+ *   fast section), where another thread's removal or invalidation finds it.
  *   Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
