@@ -145,7 +145,9 @@ static inline const rl_timer_record *record_for(rl_timer_callback_t callback, co
 }
 
 /* Whether interval makes a repeating timer (INFINITY, as 0, makes a one-shot timer). */
-static inline bool repeats(double interval) { return interval > 0 && !isinf(interval); }
+static inline bool repeats(double interval) {
+    return __builtin_expect(interval > 0, 0) && interval != INFINITY; /* two compares (never NaN: checked) */
+}
 
 /* A valid timer in no loop with record, its info not set; NULL with errno set (nothing left of
  * it). The caller has checked the arguments. A repeating timer gets its extras now. */
@@ -248,7 +250,8 @@ void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
-    free(extras_of(t)); /* its chain is empty: no loop holds it */
+    rl_timer_extras *x = extras_of(t);
+    if (x) free(x); /* its chain is empty: no loop holds it */
     if (bits & RL_TIMER_IN_STORAGE) {
         /* The caller's memory: done hands it back, and is the last thing that touches it. */
         const rl_timer_record *record = t->record;
