@@ -154,7 +154,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     final var raw: OpaquePointer { created.unsafelyUnwrapped }
 
     /// What a loop needs to hold the timer.
-    public var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
+    public final var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
 
     /// Wraps `raw`, a C timer made elsewhere (the tests), taking a new reference to it. Such a
     /// handle is not the timer's context: its own closure is never called.
