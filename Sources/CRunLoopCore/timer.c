@@ -478,6 +478,22 @@ static inline void end_handed(rl_timer_t *t) {
     if (__builtin_expect(t != NULL, 0) && t->record->release) t->record->release(t->info);
 }
 
+/* The held timer whose final release (rl_timer_release_is_final) this thread runs, if any. */
+static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
+
+bool rl_timer_release_is_final(rl_timer_t *t) { return t && final_release == t; }
+
+/* end_handed for a held timer that this thread invalidated and took out of its loop in one
+ * locked section (a fired one-shot timer's end): no rl_timer_invalidate_held can have cleared
+ * its VALID, so the release is the only end of what the context holds, and says so. t may be
+ * gone once it returns: only the pointer is compared after. */
+static inline void end_handed_final(rl_timer_t *t) {
+    const rl_timer_t *outer = final_release;
+    final_release = t;
+    end_handed(t);
+    final_release = outer;
+}
+
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
@@ -876,13 +892,15 @@ static unsigned end_held_one_shot(rl_loop_t *loop, rl_timer_t *t, bool outer) {
         releases = leave_loop(loop, t, &handed);
     }
     unlock_verified(t, owner, "rl_timer_invalidate");
+    /* handed is t (invalid, and no callout or release due): its release is final, as this
+     * thread cleared VALID */
     if (early) {
         while (releases--) rl_release(t); /* never the last: the context's reference remains */
-        if (handed) end_handed(handed);
+        if (handed) end_handed_final(handed);
         else settle_held(t);
         return FIRED | SETTLED;
     }
-    end_handed(handed);
+    if (handed) end_handed_final(handed);
     settle_held(t);
     while (releases--) rl_release(t);
     return FIRED | SETTLED;

@@ -216,7 +216,9 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// A release that another thread's invalidation overtakes may find the timer invalid as that
     /// invalidation ends it too: `end()` ends it once.
     fileprivate final func leftLoop() {
-        if !rl_timer_is_valid(raw) {
+        if rl_timer_release_is_final(raw) {
+            endAlone()
+        } else if !rl_timer_is_valid(raw) {
             end()
         } else if let loop = OpaquePointer(bitPattern: life.load(ordering: .acquiring) & ~TimerLife.flags),
             rl_loop_is_dead(loop)
@@ -224,6 +226,14 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
             rl_timer_invalidate(raw)
             end()
         }
+    }
+
+    /// `end()` for the release of a fired one-shot timer's end (`rl_timer_release_is_final`): no
+    /// invalidation can end the timer too, and no other thread writes `life` now (its owner is
+    /// set for life, and `deinit` waits for this release), so no read-modify-write.
+    private final func endAlone() {
+        life.store(life.load(ordering: .relaxed) | TimerLife.ended, ordering: .relaxed)
+        body = nil
     }
 
     /// Releases the closure, once: from `leftLoop`, or from `invalidate()` (any thread) when no

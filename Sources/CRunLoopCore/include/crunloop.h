@@ -886,6 +886,15 @@ RL_API void rl_timer_invalidate(rl_timer_t *timer);
  * when this call invalidated it. Any thread, also from the timer's callout. An addition beyond
  * CF, for wrappers whose handle is the context (it needs no count of the loop's holds). */
 RL_API bool rl_timer_invalidate_held(rl_timer_t *timer);
+/* Inside the context's release of a held timer: true when that release is the timer's end and
+ * nothing can race it, because the loop invalidated the timer and let it go in one step as its
+ * one-shot callout returned (so no rl_timer_invalidate_held call on it returns true, before or
+ * after); the release alone then ends what the context holds, with no atomic arbitration. False
+ * for any other release (removed, invalidated by a call, its loop ended: ends that an
+ * invalidation on another thread may race), outside a release, and for NULL. Answers for the
+ * calling thread: one thread-local load, no lock. An addition beyond CF, for wrappers that end
+ * their context once (rl_timer_invalidate_held). */
+RL_API bool rl_timer_release_is_final(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
 /* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
