@@ -158,7 +158,9 @@ RLT_TEST(timer_in_storage_errors_write_nothing) {
     RLT_CHECK(rl_timer_create_in(&misaligned, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&no_done, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&no_memory, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
-    RLT_CHECK(rl_timer_create_in(&ok, 8, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, 16, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
+    RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, nothing_fired, NULL) == NULL &&
+              errno == EINVAL); /* without RL_TIMER_IN_HELD */
     RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_TIMEOUT, 0, 1, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 0, -1, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 0, 0, NAN, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
@@ -196,6 +198,73 @@ RLT_TEST(release_if_last_drops_only_the_last_reference) {
     RLT_CHECK(!rl_release_if_last(s)); /* two references: both stay */
     rl_release(s);
     RLT_CHECK(rl_release_if_last(s));
+}
+
+/* A wrapper's handle as the Swift layer's: the context owns the timer's one reference, the loop
+ * holds the context (RL_TIMER_IN_HELD), and the handle goes in the context's release when nothing
+ * else holds it. With RL_TIMER_IN_CONTEXT_OWNS the loop's references are gone by then, so the
+ * handle's is the last (rl_release_if_last) and done runs inside the release, before the pass
+ * ends; nothing touches the freed struct after (ASan). */
+typedef struct handle {
+    int holds;               /* the loop's retains less its releases */
+    int fired;
+    bool last_in_release;    /* rl_release_if_last said true in the release */
+    atomic_int *done_calls;
+    _Alignas(8) unsigned char timer[RL_TIMER_STORAGE_SIZE];
+} handle;
+
+static void handle_done(void *memory) {
+    handle *h = (handle *)((char *)memory - offsetof(handle, timer));
+    atomic_fetch_add(h->done_calls, 1);
+    free(h);
+}
+static const void *handle_retain(const void *info) {
+    ((handle *)info)->holds++;
+    return info;
+}
+static bool handle_last_in_release;
+static void handle_release(const void *info) {
+    handle *h = (handle *)info;
+    if (--h->holds) return;
+    /* The handle's owner let go before the pass: the loop's hold was the handle's last. */
+    handle_last_in_release = rl_release_if_last((rl_timer_t *)(void *)h->timer);
+    if (!handle_last_in_release) rl_release((rl_timer_t *)(void *)h->timer);
+}
+static void handle_fired(rl_timer_t *t, void *info) {
+    (void)t;
+    ((handle *)info)->fired++;
+}
+
+RLT_TEST(fired_one_shot_timer_whose_context_owns_it_is_left_before_its_release) {
+    atomic_int done_calls = 0;
+    handle *h = calloc(1, sizeof *h);
+    RLT_CHECK(h != NULL);
+    h->done_calls = &done_calls;
+    rl_timer_storage s = {h->timer, sizeof h->timer, handle_done};
+    rl_context_t ctx = {h, handle_retain, handle_release};
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, handle_fired, &ctx);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    RLT_CHECK_EQ(h->holds, 1);
+    handle_last_in_release = false;
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK(handle_last_in_release);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+
+    /* Without the flag the phase holds the fired timer until it ends: the handle finds another
+     * reference, and done runs as the phase ends. */
+    h = calloc(1, sizeof *h);
+    RLT_CHECK(h != NULL);
+    h->done_calls = &done_calls;
+    s = (rl_timer_storage){h->timer, sizeof h->timer, handle_done};
+    ctx = (rl_context_t){h, handle_retain, handle_release};
+    t = rl_timer_create_in(&s, RL_TIMER_IN_HELD, 0, 0, 0, handle_fired, &ctx);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
+    handle_last_in_release = true;
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK(!handle_last_in_release);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 2);
 }
 
 /* ---- Review (rev2): the paths the tests above leave out ---- */
