@@ -418,6 +418,15 @@ static void hm_report(const hm *m, const char *name) {
                 m->grows_failed, m->enomem);
 }
 
+/* Every path the model is there for was taken (counted by hm_step and friends). */
+static void hm_check_seen(const hm *seen) {
+    RLT_CHECK(seen->parks_in_place > 0);
+    RLT_CHECK(seen->unparks_in_heap_in_slot > 0);
+    RLT_CHECK(seen->unparks_in_heap_to_end > 0);
+    RLT_CHECK(seen->removes_of_tagged > 0);
+    RLT_CHECK(seen->tagged_popped_or_trimmed > 0 && seen->tagged_compacted > 0);
+}
+
 /* A small array (1024 slots, and what it grows to): every step checked whole. */
 RLT_TEST(heap_matches_a_model_in_full_small_arrays) {
     hm m;
@@ -434,11 +443,7 @@ RLT_TEST(heap_matches_a_model_in_full_small_arrays) {
     hm_report(&m, "small");
     hm seen = m;
     hm_free(&m);
-    RLT_CHECK(seen.parks_in_place > 0);
-    RLT_CHECK(seen.unparks_in_heap_in_slot > 0);
-    RLT_CHECK(seen.unparks_in_heap_to_end > 0);
-    RLT_CHECK(seen.removes_of_tagged > 0);
-    RLT_CHECK(seen.tagged_popped_or_trimmed > 0 && seen.tagged_compacted > 0);
+    hm_check_seen(&seen);
     return;
 out:
     hm_free(&m);
@@ -479,56 +484,8 @@ RLT_TEST(heap_matches_a_model_in_a_full_large_array) {
     hm_report(&m, "large");
     hm seen = m;
     hm_free(&m);
-    RLT_CHECK(seen.parks_in_place > 0);
-    RLT_CHECK(seen.unparks_in_heap_in_slot > 0);
-    RLT_CHECK(seen.unparks_in_heap_to_end > 0);
-    RLT_CHECK(seen.removes_of_tagged > 0);
-    RLT_CHECK(seen.tagged_popped_or_trimmed > 0 && seen.tagged_compacted > 0);
+    hm_check_seen(&seen);
     return;
 out:
     hm_free(&m);
-}
-
-/* Nodes parked in their holes near the root while the heap empties from its end: the array
- * shrinks (the region moves down) around them, and they stay where they are, named and found. */
-RLT_TEST(heap_shrinks_around_nodes_parked_in_holes) {
-    enum { N = 1024 };
-    static rl_heap_node nodes[N];
-    rl_heap h = {0};
-    const char *why = "";
-    for (int i = 0; i < N; i++) {
-        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
-        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)i), 0); /* in order: node i at slot i */
-    }
-    RLT_CHECK_EQ(h.capacity, (size_t)N);
-    /* Holes that pay (an eighth, not at the end), then four nodes near the root parked in place. */
-    for (int i = 800; i < 800 + N / 8; i++) rl_heap_remove(&h, &nodes[i]);
-    for (int i = 10; i < 14; i++) {
-        rl_heap_update(&h, &nodes[i], INFINITY);
-        RLT_CHECK(h.slots[i].node == rl_heap_tagged(&nodes[i]));
-    }
-    RLT_CHECK_EQ(h.parked_in_heap, (size_t)4);
-    /* Empty it from the end, down to a quarter and less: the array halves with them in it. */
-    bool shrunk_with_tagged = false;
-    for (int i = N - 1; i >= 20; i--) {
-        if (!rl_heap_contains(&h, &nodes[i])) continue;
-        size_t cap = h.capacity;
-        rl_heap_remove(&h, &nodes[i]);
-        RLT_CHECK(rl_heap_verify(&h, &why));
-        if (h.capacity < cap && h.parked_in_heap) shrunk_with_tagged = true;
-    }
-    RLT_CHECK(shrunk_with_tagged);
-    for (int i = 10; i < 14; i++) RLT_CHECK(rl_heap_contains(&h, &nodes[i]) && rl_heap_when(&h, &nodes[i]) == INFINITY);
-    /* Armed again (room now: to the end), then drained in date order. */
-    for (int i = 10; i < 14; i++) rl_heap_update(&h, &nodes[i], (double)(100 - i));
-    RLT_CHECK(rl_heap_verify(&h, &why));
-    double last = -1;
-    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
-        RLT_CHECK(first->when >= last);
-        last = first->when;
-        rl_heap_remove(&h, first->node);
-        RLT_CHECK(rl_heap_verify(&h, &why));
-    }
-    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
-    rl_heap_free(&h);
 }

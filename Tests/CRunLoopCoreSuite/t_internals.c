@@ -210,6 +210,15 @@ RLT_TEST(timer_heap_walks_match_models) {
     memset(walk_in, 0, sizeof walk_in);
 }
 
+/* n nodes into an empty heap, node i dated (i * stride) % n (a stride prime to n scatters them;
+ * 1 puts node i at slot i). */
+static void fill_heap(rl_heap *h, rl_heap_node *nodes, int n, int stride) {
+    for (int i = 0; i < n; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(h, &nodes[i], (double)((long)i * stride % n)), 0);
+    }
+}
+
 /* Removing most of a big heap's nodes costs no sift each: holes pile up until they outnumber
  * the nodes, then one compaction drops them. Removing nodes from the top (as firing one-shot
  * timers in order does) leaves holes there, which the next look at the earliest entry clears. */
@@ -218,10 +227,7 @@ RLT_TEST(heap_removal_is_lazy_and_compacts_when_holes_outnumber_nodes) {
     static rl_heap_node nodes[N];
     rl_heap h = {0};
     const char *why = "";
-    for (int i = 0; i < N; i++) {
-        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
-        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
-    }
+    fill_heap(&h, nodes, N, 7919);
     size_t most_holes = 0;
     for (int i = 0; i < N; i += 2) { /* every other node, scattered over the heap */
         rl_heap_remove(&h, &nodes[i]);
@@ -344,10 +350,7 @@ RLT_TEST(heap_parks_in_place_when_the_array_is_full) {
     static rl_heap_node nodes[N];
     rl_heap h = {0};
     const char *why = "";
-    for (int i = 0; i < N; i++) {
-        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
-        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
-    }
+    fill_heap(&h, nodes, N, 7919);
     RLT_CHECK_EQ(h.capacity, (size_t)N); /* full */
     rl_heap_slot *array = h.slots;
     /* An eighth removed: holes enough to pay for a re-heap, and no room made (bar a trimmed end). */
@@ -425,10 +428,7 @@ RLT_TEST(heap_nodes_parked_in_their_holes_bring_on_no_compaction) {
     static rl_heap_node nodes[N];
     rl_heap h = {0};
     const char *why = "";
-    for (int i = 0; i < N; i++) {
-        nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
-        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
-    }
+    fill_heap(&h, nodes, N, 7919);
     for (int i = 0; i < N; i += 8) rl_heap_remove(&h, &nodes[i]); /* holes that pay: parks stay */
     size_t count = h.count;
     for (int i = 0; i < N; i++) {
@@ -445,6 +445,47 @@ RLT_TEST(heap_nodes_parked_in_their_holes_bring_on_no_compaction) {
     RLT_CHECK(rl_heap_verify(&h, &why));
     RLT_CHECK(h.count < (size_t)N / 2);
     RLT_CHECK_EQ(rl_heap_size(&h), (size_t)N / 8);
+    rl_heap_free(&h);
+}
+
+/* Nodes parked in their holes near the root while the heap empties from its end: the array
+ * shrinks (the region moves down) around them, and they stay where they are, named and found. */
+RLT_TEST(heap_shrinks_around_nodes_parked_in_holes) {
+    enum { N = 1024 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    const char *why = "";
+    fill_heap(&h, nodes, N, 1); /* in order: node i at slot i */
+    RLT_CHECK_EQ(h.capacity, (size_t)N);
+    /* Holes that pay (an eighth, not at the end), then four nodes near the root parked in place. */
+    for (int i = 800; i < 800 + N / 8; i++) rl_heap_remove(&h, &nodes[i]);
+    for (int i = 10; i < 14; i++) {
+        rl_heap_update(&h, &nodes[i], INFINITY);
+        RLT_CHECK(h.slots[i].node == rl_heap_tagged(&nodes[i]));
+    }
+    RLT_CHECK_EQ(h.parked_in_heap, (size_t)4);
+    /* Empty it from the end, down to a quarter and less: the array halves with them in it. */
+    bool shrunk_with_tagged = false;
+    for (int i = N - 1; i >= 20; i--) {
+        if (!rl_heap_contains(&h, &nodes[i])) continue;
+        size_t cap = h.capacity;
+        rl_heap_remove(&h, &nodes[i]);
+        RLT_CHECK(rl_heap_verify(&h, &why));
+        if (h.capacity < cap && h.parked_in_heap) shrunk_with_tagged = true;
+    }
+    RLT_CHECK(shrunk_with_tagged);
+    for (int i = 10; i < 14; i++) RLT_CHECK(rl_heap_contains(&h, &nodes[i]) && rl_heap_when(&h, &nodes[i]) == INFINITY);
+    /* Armed again (room now: to the end), then drained in date order. */
+    for (int i = 10; i < 14; i++) rl_heap_update(&h, &nodes[i], (double)(100 - i));
+    RLT_CHECK(rl_heap_verify(&h, &why));
+    double last = -1;
+    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
+        RLT_CHECK(first->when >= last);
+        last = first->when;
+        rl_heap_remove(&h, first->node);
+        RLT_CHECK(rl_heap_verify(&h, &why));
+    }
+    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
     rl_heap_free(&h);
 }
 
