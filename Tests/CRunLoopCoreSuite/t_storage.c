@@ -385,3 +385,67 @@ RLT_TEST(timer_in_storage_made_from_the_loops_time_keeps_its_date_as_given) {
     rl_release(k);
     rl_release(c);
 }
+
+/* ---- Review (s3): rl_timer_release_is_final and memory handed back inside the release ---- */
+
+/* A handle that is its timer's context and owns it (RL_TIMER_IN_CONTEXT_OWNS), in memory that
+ * done hands back for reuse (crunloop.h: "done may free it, reuse it for a new timer"). The
+ * release that ends the first timer (final) drops the handle's reference, the last (done runs
+ * inside it), and makes a second timer in the same memory, which it adds and removes: the second
+ * timer's release, nested inside the first's, is not final (a removal, which an invalidation on
+ * another thread may race), though its address is the one whose final release is under way. */
+typedef struct reuse {
+    int holds;
+    rl_loop_t *loop;
+    _Alignas(8) unsigned char timer[RL_TIMER_STORAGE_SIZE];
+} reuse;
+static reuse reuse_slot;
+static int reuse_dones, reuse_answers; /* per release: 1 final, 2 not, in decimal digits */
+
+static void reuse_done(void *memory) {
+    (void)memory;
+    reuse_dones++;
+}
+static const void *reuse_retain(const void *info) {
+    ((reuse *)info)->holds++;
+    return info;
+}
+static void reuse_answer(void) {
+    reuse_answers = reuse_answers * 10 + (rl_timer_release_is_final((rl_timer_t *)(void *)reuse_slot.timer) ? 1 : 2);
+}
+static void reuse_second_release(const void *info) {
+    reuse_answer();
+    ((reuse *)info)->holds--;
+}
+static void reuse_first_release(const void *info) {
+    reuse *r = (reuse *)info;
+    reuse_answer();
+    if (--r->holds) return;
+    rl_timer_t *t = (rl_timer_t *)(void *)r->timer;
+    if (!rl_release_if_last(t)) {
+        rl_release(t);
+        return;
+    }
+    /* The memory is back (done ran): a new timer in it, in and out of the loop. */
+    rl_timer_storage s = {r->timer, sizeof r->timer, reuse_done};
+    rl_context_t c = {r, reuse_retain, reuse_second_release};
+    rl_timer_t *again = rl_timer_create_in(&s, RL_TIMER_IN_HELD, INFINITY, 0, 0, nothing_fired, &c);
+    if (!again) return;
+    if (rl_loop_add_timer(r->loop, again, DEF) == 0) (void)rl_loop_remove_timer(r->loop, again, DEF);
+    rl_release(again);
+}
+
+RLT_TEST(timer_made_in_memory_handed_back_inside_a_final_release_has_no_final_release) {
+    memset(&reuse_slot, 0, sizeof reuse_slot);
+    reuse_dones = reuse_answers = 0;
+    reuse_slot.loop = rl_loop_get_current();
+    rl_timer_storage s = {reuse_slot.timer, sizeof reuse_slot.timer, reuse_done};
+    rl_context_t c = {&reuse_slot, reuse_retain, reuse_first_release};
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, nothing_fired, &c);
+    RLT_CHECK(t != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(reuse_slot.loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(reuse_dones, 2);       /* both timers, each once */
+    RLT_CHECK_EQ(reuse_slot.holds, 0);
+    RLT_CHECK_EQ(reuse_answers, 12);    /* the first release final, the second (a removal) not */
+}
