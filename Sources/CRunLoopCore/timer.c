@@ -246,10 +246,18 @@ bool rl_timer_is_timeout(rl_timer_t *t) {
     return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_TIMEOUT);
 }
 
+/* The held timer whose final release (rl_timer_release_is_final) this thread runs, if any; NULL
+ * once that timer is destroyed inside it (its memory may hold a new timer before it returns). */
+static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
+
 void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
+    /* Destroyed inside its own final release (RL_TIMER_IN_CONTEXT_OWNS: the context's reference
+     * was the last): the address no longer names it, and done may hand the memory to a new timer
+     * whose releases run inside this one. */
+    if ((bits & RL_TIMER_HELD) && __builtin_expect(final_release == t, 0)) final_release = NULL;
     rl_timer_extras *x = extras_of(t);
     if (x) free(x); /* its chain is empty: no loop holds it */
     if (bits & RL_TIMER_IN_STORAGE) {
@@ -477,9 +485,6 @@ static inline rl_timer_t *take_handed(rl_loop_t *loop) {
 static inline void end_handed(rl_timer_t *t) {
     if (__builtin_expect(t != NULL, 0) && t->record->release) t->record->release(t->info);
 }
-
-/* The held timer whose final release (rl_timer_release_is_final) this thread runs, if any. */
-static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
 
 bool rl_timer_release_is_final(rl_timer_t *t) { return t && final_release == t; }
 
