@@ -1149,9 +1149,12 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             __builtin_prefetch(due[q + 1].timer->info);
             /* and, in a heap larger than the caches, its slot, which a fired timeout's park
              * writes (its index may be stale by then: a prefetch of a slot that is not its own
-             * costs nothing but the load) */
-            if (__builtin_expect(far, 0)) {
-                uint32_t at = due[q + 1].key.node->index;
+             * costs nothing but the load). Only from the timer's first entry, inside the timer,
+             * which the phase keeps: an entry of a further mode is an allocation of its own,
+             * which an earlier callout's removal from that mode may have freed. */
+            const rl_heap_node *next = due[q + 1].key.node;
+            if (__builtin_expect(far, 0) && next == &due[q + 1].timer->first.node) {
+                uint32_t at = next->index;
                 if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
             }
         }
