@@ -449,3 +449,149 @@ RLT_TEST(timer_made_in_memory_handed_back_inside_a_final_release_has_no_final_re
     RLT_CHECK_EQ(reuse_slot.holds, 0);
     RLT_CHECK_EQ(reuse_answers, 12);    /* the first release final, the second (a removal) not */
 }
+
+/* ---- Review (s3): one-shot timers whose context owns them, under races ---- */
+
+/* A wrapper's handle as the Swift layer's LoopTimer: the context, with a count of its own (a
+ * Swift object's: the loop's hold and its users'), owning the one reference to its timer, which
+ * lives in the handle's memory (done frees it, so AddressSanitizer sees a later touch). The
+ * handle's end (its closure released) happens once: in a final release by a plain store, as
+ * LoopTimer.endAlone does, else by an exchange (LoopTimer.end) from a release that finds the
+ * timer invalid or from an rl_timer_invalidate_held that says the end falls to its caller. */
+typedef struct owned {
+    atomic_int refs;
+    atomic_int ended;
+    atomic_bool final_seen, invalidated_alone; /* a final release; invalidate_held said true */
+    int kind;                                  /* what its callout does */
+    rl_loop_t *loop;
+    _Alignas(8) unsigned char timer[RL_TIMER_STORAGE_SIZE];
+} owned_t;
+
+static atomic_int owned_dones, owned_ends, owned_bad;
+static _Thread_local int owned_depth;
+
+static rl_timer_t *owned_timer(owned_t *o) { return (rl_timer_t *)(void *)o->timer; }
+
+static void owned_done(void *memory) {
+    owned_t *o = (owned_t *)((char *)memory - offsetof(owned_t, timer));
+    if (atomic_load(&o->ended) != 1 || (atomic_load(&o->final_seen) && atomic_load(&o->invalidated_alone)))
+        atomic_fetch_add(&owned_bad, 1);
+    atomic_fetch_add(&owned_dones, 1);
+    free(o);
+}
+static void owned_end(owned_t *o) {
+    if (!atomic_exchange(&o->ended, 1)) atomic_fetch_add(&owned_ends, 1);
+}
+static void owned_put(owned_t *o) { /* a handle's reference goes; the last: its deinit */
+    if (atomic_fetch_sub(&o->refs, 1) != 1) return;
+    rl_timer_t *t = owned_timer(o);
+    if (!rl_release_if_last(t)) rl_release(t);
+}
+static void owned_invalidate(owned_t *o) {
+    if (rl_timer_invalidate_held(owned_timer(o))) {
+        atomic_store(&o->invalidated_alone, true);
+        owned_end(o);
+    }
+}
+static const void *owned_retain(const void *info) {
+    atomic_fetch_add(&((owned_t *)info)->refs, 1);
+    return info;
+}
+static void owned_release(const void *info) {
+    owned_t *o = (owned_t *)info;
+    rl_timer_t *t = owned_timer(o);
+    if (rl_timer_release_is_final(t)) {
+        atomic_store(&o->final_seen, true);
+        if (atomic_load_explicit(&o->ended, memory_order_relaxed)) atomic_fetch_add(&owned_bad, 1);
+        atomic_store_explicit(&o->ended, 1, memory_order_relaxed);
+        atomic_fetch_add(&owned_ends, 1);
+    } else if (!rl_timer_is_valid(t)) {
+        owned_end(o);
+    }
+    owned_put(o);
+}
+static void owned_fired(rl_timer_t *t, void *info) {
+    owned_t *o = info;
+    switch (o->kind % 6) {
+    case 1: owned_invalidate(o); break; /* from its own callout: the release follows */
+    case 2:
+        (void)rl_loop_remove_timer(o->loop, t, DEF);
+        (void)rl_loop_add_timer(o->loop, t, DEF);
+        break;
+    case 3:
+        if (owned_depth < 3) { /* a nested run fires the timers due meanwhile */
+            owned_depth++;
+            (void)rl_run_in_mode(DEF, 0, false);
+            owned_depth--;
+        }
+        break;
+    case 4: (void)rl_loop_remove_timer(o->loop, t, DEF); break;
+    case 5: (void)rl_loop_add_timer(o->loop, t, "other"); break; /* a second mode, left as it ends */
+    }
+}
+
+typedef struct {
+    owned_t **h;
+    int n;
+    unsigned seed;
+    rl_loop_t *loop;
+} owned_race_t;
+
+/* Another thread, holding a reference to every handle: invalidates, removes and adds them back
+ * at random while the loop fires them; then invalidates each and lets it go. */
+static void *owned_meddler(void *arg) {
+    owned_race_t *r = arg;
+    unsigned s = r->seed;
+    for (int k = 0; k < 3 * r->n; k++) {
+        s = s * 1103515245u + 12345u;
+        owned_t *o = r->h[(s >> 8) % (unsigned)r->n];
+        switch ((s >> 4) & 3) {
+        case 0: owned_invalidate(o); break;
+        case 1: (void)rl_loop_remove_timer(r->loop, owned_timer(o), DEF); break;
+        case 2: (void)rl_loop_add_timer(r->loop, owned_timer(o), DEF); break;
+        default: sched_yield(); break;
+        }
+    }
+    for (int i = 0; i < r->n; i++) {
+        owned_invalidate(r->h[i]);
+        owned_put(r->h[i]);
+    }
+    return NULL;
+}
+
+RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
+    enum { N = 400, ROUNDS = 25 };
+    rl_loop_t *loop = rl_loop_get_current();
+    static owned_t *h[N];
+    atomic_store(&owned_dones, 0);
+    atomic_store(&owned_ends, 0);
+    atomic_store(&owned_bad, 0);
+    for (int round = 0; round < ROUNDS; round++) {
+        int base = atomic_load(&owned_dones);
+        double now = rl_time_now();
+        for (int i = 0; i < N; i++) {
+            owned_t *o = calloc(1, sizeof *o);
+            RLT_CHECK(o != NULL);
+            atomic_init(&o->refs, 2); /* the maker's and the meddler's */
+            o->kind = i + round;
+            o->loop = loop;
+            rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
+            rl_context_t c = {o, owned_retain, owned_release};
+            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS | RL_TIMER_IN_DATE_AS_GIVEN,
+                                         now + (i % 40) * 1e-5, 0, i % 3, owned_fired, &c) != NULL);
+            RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
+            h[i] = o;
+        }
+        owned_race_t r = {h, N, 2654435761u * (unsigned)(round + 1), loop};
+        pthread_t meddler = tt_spawn(owned_meddler, &r);
+        for (int i = 0; i < N; i++) owned_put(h[i]); /* the maker's: the loop's hold remains */
+        double give_up = rl_time_now() + 20;
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up)
+            if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+        tt_join(meddler);
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) (void)rl_run_in_mode(DEF, 0.001, false);
+        RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
+    }
+    RLT_CHECK_EQ(atomic_load(&owned_ends), N * ROUNDS);
+    RLT_CHECK_EQ(atomic_load(&owned_bad), 0);
+}
