@@ -429,8 +429,10 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
             return;
         }
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
-        /* seq_cst: settle_held's load of FIRING must not pass this store, and fire()'s load of
-         * the owner must not pass its setting of FIRING, so one of the two sees the other. */
+        /* FIRING, if set, is a callout's under way that an earlier disowning during it left
+         * unmarked (on this loop or another): that callout's end (its read-modify-write of
+         * FIRING and RELEASE_DUE) and settle_held take the release once between them. fire()
+         * reads the owner under this lock, with no handshake on FIRING. */
         rl_owner_clear(&t->loop);
         return;
     }
@@ -846,7 +848,7 @@ static bool is_firing_here(const rl_loop_t *loop, const rl_timer_t *t) {
 
 void rl_timers_publish_firing(rl_loop_t *loop) {
     for (rl_firing *f = loop->firing; f; f = f->outer) {
-        if (f->published) continue; /* a held timer's, or published by an earlier wait */
+        if (f->published) continue; /* published by an earlier wait */
         atomic_fetch_or(&f->timer->obj.bits, RL_TIMER_FIRING);
         f->published = true;
     }
