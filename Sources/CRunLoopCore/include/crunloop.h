@@ -971,9 +971,12 @@ enum {
     /* with RL_TIMER_IN_HELD: info owns a reference to the timer for as long as a loop holds info
      * (a wrapper's handle that is the context and owns the timer), so that a loop may let go of
      * its own references before it runs the context's release. A one-shot timer fired by a
-     * loop's timer phase then leaves the loop as its callout returns, not as the phase ends, and
-     * a handle whose last reference goes in that release finds its reference to the timer the
-     * last (rl_release_if_last says true: done runs inside it). EINVAL without RL_TIMER_IN_HELD */
+     * loop's outermost timer phase (not one that a callout runs nested) then leaves the loop as
+     * its callout returns, not as the phase ends, and a handle whose last reference goes in that
+     * release finds its reference to the timer the last (rl_release_if_last says true: done runs
+     * inside it), unless the phase still holds one of the loop's (the timer was taken out of a
+     * mode, or left its loop, while the phase ran). Fired by a nested run, it leaves as without
+     * the flag (rl_release_if_last says false there). EINVAL without RL_TIMER_IN_HELD */
     RL_TIMER_IN_CONTEXT_OWNS = 8
 };
 /* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
