@@ -595,3 +595,31 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     RLT_CHECK_EQ(atomic_load(&owned_ends), N * ROUNDS);
     RLT_CHECK_EQ(atomic_load(&owned_bad), 0);
 }
+
+/* As crunloop.h says of RL_TIMER_IN_CONTEXT_OWNS: fired by a run nested in another timer's
+ * callout, the handle's reference is not the last in its release (the loop's go as without the
+ * flag), and done runs once, after it. */
+static void run_nested(rl_timer_t *t, void *info) {
+    (void)t, (void)info;
+    (void)rl_run_in_mode(DEF, 0, false);
+}
+
+RLT_TEST(one_shot_timer_whose_context_owns_it_fired_by_a_nested_run_is_let_go_after_its_release) {
+    atomic_int done_calls = 0;
+    handle *h = calloc(1, sizeof *h);
+    RLT_CHECK(h != NULL);
+    h->done_calls = &done_calls;
+    rl_timer_storage s = {h->timer, sizeof h->timer, handle_done};
+    rl_context_t ctx = {h, handle_retain, handle_release};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, NULL);
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 1, handle_fired, &ctx);
+    RLT_CHECK(outer && t);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    handle_last_in_release = true;
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK(!handle_last_in_release);
+    RLT_CHECK_EQ(atomic_load(&done_calls), 1);
+    rl_release(outer);
+}
