@@ -623,3 +623,97 @@ RLT_TEST(one_shot_timer_whose_context_owns_it_fired_by_a_nested_run_is_let_go_af
     RLT_CHECK_EQ(atomic_load(&done_calls), 1);
     rl_release(outer);
 }
+
+/* The same with a second loop on another thread: the meddler also moves timers to it (out of the
+ * first loop, into the second) while either may be firing them, so that a timer's callout may
+ * be under way on one loop while another claims it, and fired one-shot timers leave either. */
+typedef struct {
+    rl_loop_t *loop;
+    atomic_bool ready, stop;
+} second_loop_t;
+
+static void *second_loop_main(void *arg) {
+    second_loop_t *s = arg;
+    s->loop = rl_retain(rl_loop_get_current());
+    atomic_store(&s->ready, true);
+    while (!atomic_load(&s->stop))
+        if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+    return NULL;
+}
+
+typedef struct {
+    owned_race_t race;
+    rl_loop_t *second;
+} owned_move_t;
+
+static void *owned_mover(void *arg) {
+    owned_move_t *m = arg;
+    owned_race_t *r = &m->race;
+    unsigned s = r->seed;
+    for (int k = 0; k < 3 * r->n; k++) {
+        s = s * 1103515245u + 12345u;
+        owned_t *o = r->h[(s >> 8) % (unsigned)r->n];
+        rl_timer_t *t = owned_timer(o);
+        switch ((s >> 4) & 7) {
+        case 0: owned_invalidate(o); break;
+        case 1: (void)rl_loop_remove_timer(r->loop, t, DEF); break;
+        case 2: (void)rl_loop_add_timer(r->loop, t, DEF); break;
+        case 3:
+        case 4:
+            (void)rl_loop_remove_timer(r->loop, t, DEF);
+            (void)rl_loop_add_timer(m->second, t, DEF);
+            break;
+        case 5: (void)rl_loop_remove_timer(m->second, t, DEF); break;
+        default: sched_yield(); break;
+        }
+    }
+    for (int i = 0; i < r->n; i++) {
+        owned_invalidate(r->h[i]);
+        owned_put(r->h[i]);
+    }
+    return NULL;
+}
+
+RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_moving_between_loops) {
+    enum { N = 400, ROUNDS = 25 };
+    rl_loop_t *loop = rl_loop_get_current();
+    static owned_t *h[N];
+    static second_loop_t second;
+    second = (second_loop_t){0};
+    pthread_t other = tt_spawn(second_loop_main, &second);
+    while (!atomic_load(&second.ready)) sched_yield();
+    atomic_store(&owned_dones, 0);
+    atomic_store(&owned_ends, 0);
+    atomic_store(&owned_bad, 0);
+    for (int round = 0; round < ROUNDS; round++) {
+        int base = atomic_load(&owned_dones);
+        double now = rl_time_now();
+        for (int i = 0; i < N; i++) {
+            owned_t *o = calloc(1, sizeof *o);
+            RLT_CHECK(o != NULL);
+            atomic_init(&o->refs, 2); /* the maker's and the mover's */
+            o->kind = i + round;
+            o->loop = loop;
+            rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
+            rl_context_t c = {o, owned_retain, owned_release};
+            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS | RL_TIMER_IN_DATE_AS_GIVEN,
+                                         now + (i % 40) * 1e-4, 0, i % 3, owned_fired, &c) != NULL);
+            RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
+            h[i] = o;
+        }
+        owned_move_t m = {{h, N, 2246822519u * (unsigned)(round + 1), loop}, second.loop};
+        pthread_t mover = tt_spawn(owned_mover, &m);
+        for (int i = 0; i < N; i++) owned_put(h[i]);
+        double give_up = rl_time_now() + 20;
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up)
+            if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+        tt_join(mover);
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) (void)rl_run_in_mode(DEF, 0.001, false);
+        RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
+    }
+    atomic_store(&second.stop, true);
+    tt_join(other);
+    rl_release(second.loop);
+    RLT_CHECK_EQ(atomic_load(&owned_ends), N * ROUNDS);
+    RLT_CHECK_EQ(atomic_load(&owned_bad), 0);
+}
