@@ -484,6 +484,7 @@ static void owned_end(owned_t *o) {
 }
 static void owned_put(owned_t *o) { /* a handle's reference goes; the last: its deinit */
     if (atomic_fetch_sub(&o->refs, 1) != 1) return;
+    owned_end(o); /* the closure goes with the handle, if it has not ended */
     rl_timer_t *t = owned_timer(o);
     if (!rl_release_if_last(t)) rl_release(t);
 }
@@ -535,7 +536,14 @@ typedef struct {
     int n;
     unsigned seed;
     rl_loop_t *loop;
+    bool *dropped; /* the meddler's reference to h[i] is gone: it touches it no more */
 } owned_race_t;
+
+/* A loop's turn: its default mode, then "other" (where callouts put timers too). */
+static void owned_turn(void) {
+    if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+    (void)rl_run_in_mode("other", 0, false);
+}
 
 /* Another thread, holding a reference to every handle: invalidates, removes and adds them back
  * at random while the loop fires them; then invalidates each and lets it go. */
@@ -544,15 +552,22 @@ static void *owned_meddler(void *arg) {
     unsigned s = r->seed;
     for (int k = 0; k < 3 * r->n; k++) {
         s = s * 1103515245u + 12345u;
-        owned_t *o = r->h[(s >> 8) % (unsigned)r->n];
-        switch ((s >> 4) & 3) {
+        unsigned i = (s >> 8) % (unsigned)r->n;
+        owned_t *o = r->h[i];
+        if (r->dropped[i]) continue;
+        switch ((s >> 4) & 7) {
         case 0: owned_invalidate(o); break;
         case 1: (void)rl_loop_remove_timer(r->loop, owned_timer(o), DEF); break;
-        case 2: (void)rl_loop_add_timer(r->loop, owned_timer(o), DEF); break;
+        case 2: case 3: (void)rl_loop_add_timer(r->loop, owned_timer(o), DEF); break;
+        case 4: /* the meddler's reference goes: the loop's hold may be the handle's last */
+            r->dropped[i] = true;
+            owned_put(o);
+            break;
         default: sched_yield(); break;
         }
     }
     for (int i = 0; i < r->n; i++) {
+        if (r->dropped[i]) continue;
         owned_invalidate(r->h[i]);
         owned_put(r->h[i]);
     }
@@ -582,14 +597,15 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
             RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
             h[i] = o;
         }
-        owned_race_t r = {h, N, 2654435761u * (unsigned)(round + 1), loop};
+        static bool dropped[N];
+        memset(dropped, 0, sizeof dropped);
+        owned_race_t r = {h, N, 2654435761u * (unsigned)(round + 1), loop, dropped};
         pthread_t meddler = tt_spawn(owned_meddler, &r);
         for (int i = 0; i < N; i++) owned_put(h[i]); /* the maker's: the loop's hold remains */
         double give_up = rl_time_now() + 20;
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up)
-            if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
         tt_join(meddler);
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) (void)rl_run_in_mode(DEF, 0.001, false);
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
         RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
     }
     RLT_CHECK_EQ(atomic_load(&owned_ends), N * ROUNDS);
@@ -636,8 +652,7 @@ static void *second_loop_main(void *arg) {
     second_loop_t *s = arg;
     s->loop = rl_retain(rl_loop_get_current());
     atomic_store(&s->ready, true);
-    while (!atomic_load(&s->stop))
-        if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+    while (!atomic_load(&s->stop)) owned_turn();
     return NULL;
 }
 
@@ -652,8 +667,10 @@ static void *owned_mover(void *arg) {
     unsigned s = r->seed;
     for (int k = 0; k < 3 * r->n; k++) {
         s = s * 1103515245u + 12345u;
-        owned_t *o = r->h[(s >> 8) % (unsigned)r->n];
+        unsigned i = (s >> 8) % (unsigned)r->n;
+        owned_t *o = r->h[i];
         rl_timer_t *t = owned_timer(o);
+        if (r->dropped[i]) continue;
         switch ((s >> 4) & 7) {
         case 0: owned_invalidate(o); break;
         case 1: (void)rl_loop_remove_timer(r->loop, t, DEF); break;
@@ -664,10 +681,15 @@ static void *owned_mover(void *arg) {
             (void)rl_loop_add_timer(m->second, t, DEF);
             break;
         case 5: (void)rl_loop_remove_timer(m->second, t, DEF); break;
+        case 6:
+            r->dropped[i] = true;
+            owned_put(o);
+            break;
         default: sched_yield(); break;
         }
     }
     for (int i = 0; i < r->n; i++) {
+        if (r->dropped[i]) continue;
         owned_invalidate(r->h[i]);
         owned_put(r->h[i]);
     }
@@ -701,14 +723,15 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_moving_between_loops) 
             RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
             h[i] = o;
         }
-        owned_move_t m = {{h, N, 2246822519u * (unsigned)(round + 1), loop}, second.loop};
+        static bool dropped[N];
+        memset(dropped, 0, sizeof dropped);
+        owned_move_t m = {{h, N, 2246822519u * (unsigned)(round + 1), loop, dropped}, second.loop};
         pthread_t mover = tt_spawn(owned_mover, &m);
         for (int i = 0; i < N; i++) owned_put(h[i]);
         double give_up = rl_time_now() + 20;
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up)
-            if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
         tt_join(mover);
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) (void)rl_run_in_mode(DEF, 0.001, false);
+        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
         RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
     }
     atomic_store(&second.stop, true);
