@@ -347,7 +347,7 @@ typedef struct rl_timer_record {
     void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
     const struct rl_timer_record *next;
     /* RL_RECORD_CONTEXT_OWNS: a held timer whose context owns a reference to it while a loop
-     * holds the context (RL_TIMER_IN_CONTEXT_OWNS), so that a loop's own references may go
+     * holds the context (RL_TIMER_IN_OWNED_BY_CONTEXT), so that a loop's own references may go
      * before the context's release. */
     unsigned char flags;
 } rl_timer_record;

@@ -159,7 +159,7 @@ RLT_TEST(timer_in_storage_errors_write_nothing) {
     RLT_CHECK(rl_timer_create_in(&no_done, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&no_memory, 0, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 16, 0, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
-    RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, nothing_fired, NULL) == NULL &&
+    RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_OWNED_BY_CONTEXT, 0, 0, 0, nothing_fired, NULL) == NULL &&
               errno == EINVAL); /* without RL_TIMER_IN_HELD */
     RLT_CHECK(rl_timer_create_in(&ok, RL_TIMER_IN_TIMEOUT, 0, 1, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
     RLT_CHECK(rl_timer_create_in(&ok, 0, -1, 0, 0, nothing_fired, NULL) == NULL && errno == EINVAL);
@@ -202,7 +202,7 @@ RLT_TEST(release_if_last_drops_only_the_last_reference) {
 
 /* A wrapper's handle as the Swift layer's: the context owns the timer's one reference, the loop
  * holds the context (RL_TIMER_IN_HELD), and the handle goes in the context's release when nothing
- * else holds it. With RL_TIMER_IN_CONTEXT_OWNS the loop's references are gone by then, so the
+ * else holds it. With RL_TIMER_IN_OWNED_BY_CONTEXT the loop's references are gone by then, so the
  * handle's is the last (rl_release_if_last) and done runs inside the release, before the pass
  * ends; nothing touches the freed struct after (ASan). */
 typedef struct handle {
@@ -242,7 +242,7 @@ RLT_TEST(fired_one_shot_timer_whose_context_owns_it_is_left_before_its_release) 
     h->done_calls = &done_calls;
     rl_timer_storage s = {h->timer, sizeof h->timer, handle_done};
     rl_context_t ctx = {h, handle_retain, handle_release};
-    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, handle_fired, &ctx);
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT, 0, 0, 0, handle_fired, &ctx);
     RLT_CHECK(t != NULL);
     RLT_CHECK_EQ(rl_loop_add_timer(rl_loop_get_current(), t, DEF), 0);
     RLT_CHECK_EQ(h->holds, 1);
@@ -386,9 +386,9 @@ RLT_TEST(timer_in_storage_made_from_the_loops_time_keeps_its_date_as_given) {
     rl_release(c);
 }
 
-/* ---- Review (s3): rl_timer_release_is_final and memory handed back inside the release ---- */
+/* ---- Review (s3): rl_timer_context_release_is_final and memory handed back inside the release ---- */
 
-/* A handle that is its timer's context and owns it (RL_TIMER_IN_CONTEXT_OWNS), in memory that
+/* A handle that is its timer's context and owns it (RL_TIMER_IN_OWNED_BY_CONTEXT), in memory that
  * done hands back for reuse (crunloop.h: "done may free it, reuse it for a new timer"). The
  * release that ends the first timer (final) drops the handle's reference, the last (done runs
  * inside it), and makes a second timer in the same memory, which it adds and removes: the second
@@ -411,7 +411,7 @@ static const void *reuse_retain(const void *info) {
     return info;
 }
 static void reuse_answer(void) {
-    reuse_answers = reuse_answers * 10 + (rl_timer_release_is_final((rl_timer_t *)(void *)reuse_slot.timer) ? 1 : 2);
+    reuse_answers = reuse_answers * 10 + (rl_timer_context_release_is_final((rl_timer_t *)(void *)reuse_slot.timer) ? 1 : 2);
 }
 static void reuse_second_release(const void *info) {
     reuse_answer();
@@ -441,7 +441,7 @@ RLT_TEST(timer_made_in_memory_handed_back_inside_a_final_release_has_no_final_re
     reuse_slot.loop = rl_loop_get_current();
     rl_timer_storage s = {reuse_slot.timer, sizeof reuse_slot.timer, reuse_done};
     rl_context_t c = {&reuse_slot, reuse_retain, reuse_first_release};
-    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 0, nothing_fired, &c);
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT, 0, 0, 0, nothing_fired, &c);
     RLT_CHECK(t != NULL);
     RLT_CHECK_EQ(rl_loop_add_timer(reuse_slot.loop, t, DEF), 0);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
@@ -501,7 +501,7 @@ static const void *owned_retain(const void *info) {
 static void owned_release(const void *info) {
     owned_t *o = (owned_t *)info;
     rl_timer_t *t = owned_timer(o);
-    if (rl_timer_release_is_final(t)) {
+    if (rl_timer_context_release_is_final(t)) {
         atomic_store(&o->final_seen, true);
         if (atomic_load_explicit(&o->ended, memory_order_relaxed)) atomic_fetch_add(&owned_bad, 1);
         atomic_store_explicit(&o->ended, 1, memory_order_relaxed);
@@ -592,7 +592,7 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
             o->loop = loop;
             rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
             rl_context_t c = {o, owned_retain, owned_release};
-            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS | RL_TIMER_IN_DATE_AS_GIVEN,
+            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT | RL_TIMER_IN_DATE_AS_GIVEN,
                                          now + (i % 40) * 1e-5, 0, i % 3, owned_fired, &c) != NULL);
             RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
             h[i] = o;
@@ -612,7 +612,7 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     RLT_CHECK_EQ(atomic_load(&owned_bad), 0);
 }
 
-/* As crunloop.h says of RL_TIMER_IN_CONTEXT_OWNS: fired by a run nested in another timer's
+/* As crunloop.h says of RL_TIMER_IN_OWNED_BY_CONTEXT: fired by a run nested in another timer's
  * callout, the handle's reference is not the last in its release (the loop's go as without the
  * flag), and done runs once, after it. */
 static void run_nested(rl_timer_t *t, void *info) {
@@ -629,7 +629,7 @@ RLT_TEST(one_shot_timer_whose_context_owns_it_fired_by_a_nested_run_is_let_go_af
     rl_context_t ctx = {h, handle_retain, handle_release};
     rl_loop_t *loop = rl_loop_get_current();
     rl_timer_t *outer = rl_timer_create(0, 0, 0, run_nested, NULL);
-    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS, 0, 0, 1, handle_fired, &ctx);
+    rl_timer_t *t = rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT, 0, 0, 1, handle_fired, &ctx);
     RLT_CHECK(outer && t);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, outer, DEF), 0);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
@@ -718,7 +718,7 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_moving_between_loops) 
             o->loop = loop;
             rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
             rl_context_t c = {o, owned_retain, owned_release};
-            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_CONTEXT_OWNS | RL_TIMER_IN_DATE_AS_GIVEN,
+            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT | RL_TIMER_IN_DATE_AS_GIVEN,
                                          now + (i % 40) * 1e-4, 0, i % 3, owned_fired, &c) != NULL);
             RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
             h[i] = o;
