@@ -60,13 +60,13 @@ enum rl_type { RL_TYPE_LOOP = 0x4c50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBS
  * program holds, and every item is a few bytes smaller for it: a timer fits malloc's 80-byte
  * class), the type's magic, a byte of per-type bits, and a byte of per-type marks. The marks are
  * plain (no atomic): they are read and written only under the lock of the loop that owns the item,
- * and only while it owns it (timers: RL_TIMER_TAKEN). They are a memory location apart from bits,
- * which other threads change by atomic operations with no lock. */
+ * and only while it owns it (timers: RL_TIMER_TAKEN, RL_TIMER_CALLOUT). They are a memory
+ * location apart from bits, which other threads change by atomic operations with no lock. */
 typedef struct rl_object {
     atomic_int refs;
     uint16_t type;
     atomic_uchar bits;  /* per type (timers: RL_TIMER_*) */
-    uint8_t marks;      /* per type, owner loop's lock (timers: RL_TIMER_TAKEN) */
+    uint8_t marks;      /* per type, owner loop's lock (timers: RL_TIMER_TAKEN, RL_TIMER_CALLOUT) */
 } rl_object;
 _Static_assert(sizeof(rl_object) == 8, "the head of every object grew");
 
@@ -347,7 +347,7 @@ typedef struct rl_timer_record {
     void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
     const struct rl_timer_record *next;
     /* RL_RECORD_CONTEXT_OWNS: a held timer whose context owns a reference to it while a loop
-     * holds the context (RL_TIMER_IN_CONTEXT_OWNS), so that a loop's own references may go
+     * holds the context (RL_TIMER_IN_OWNED_BY_CONTEXT), so that a loop's own references may go
      * before the context's release. */
     unsigned char flags;
 } rl_timer_record;
@@ -785,7 +785,8 @@ static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
     loop->firing = NULL; /* the frames went with their thread (or stay in the parent) */
 }
 /* A timer callout under way on a loop's thread (fire()'s frame): published once its timer's
- * FIRING bit is set (a HELD timer from the start; any other by rl_timers_publish_firing). */
+ * FIRING bit is set by rl_timers_publish_firing, a HELD timer's included (whose callout is also
+ * marked under the loop's lock from its start: RL_TIMER_CALLOUT). */
 typedef struct rl_firing {
     struct rl_timer *timer;
     struct rl_firing *outer;

@@ -210,14 +210,14 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
 }
 
 /* A timer in the caller's memory keeps the caller's done in its record, with its callback, its
- * context's functions and whether its context owns it (RL_TIMER_IN_CONTEXT_OWNS). */
+ * context's functions and whether its context owns it (RL_TIMER_IN_OWNED_BY_CONTEXT). */
 rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
                                long order, rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
         (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
         (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN |
-                             RL_TIMER_IN_CONTEXT_OWNS)) ||
-        ((flags & RL_TIMER_IN_CONTEXT_OWNS) && !(flags & RL_TIMER_IN_HELD)) ||
+                             RL_TIMER_IN_OWNED_BY_CONTEXT)) ||
+        ((flags & RL_TIMER_IN_OWNED_BY_CONTEXT) && !(flags & RL_TIMER_IN_HELD)) ||
         ((flags & RL_TIMER_IN_TIMEOUT) && interval != 0) || !callback || bad_time(fire_date) ||
         bad_time(interval)) {
         errno = EINVAL;
@@ -227,7 +227,7 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     void (*release)(const void *) = context ? context->release : NULL;
     bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
     const rl_timer_record *record = record_for(callback, retain, release, storage->done,
-                                               held && (flags & RL_TIMER_IN_CONTEXT_OWNS) ? RL_RECORD_CONTEXT_OWNS : 0);
+                                               held && (flags & RL_TIMER_IN_OWNED_BY_CONTEXT) ? RL_RECORD_CONTEXT_OWNS : 0);
     rl_timer_extras *x = NULL;
     if (!record || (repeats(interval) && !(x = new_extras(interval)))) {
         errno = ENOMEM;
@@ -246,10 +246,18 @@ bool rl_timer_is_timeout(rl_timer_t *t) {
     return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_TIMEOUT);
 }
 
+/* The held timer whose final release (rl_timer_context_release_is_final) this thread runs, if any; NULL
+ * once that timer is destroyed inside it (its memory may hold a new timer before it returns). */
+static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
+
 void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
+    /* Destroyed inside its own final release (RL_TIMER_IN_OWNED_BY_CONTEXT: the context's reference
+     * was the last): the address no longer names it, and done may hand the memory to a new timer
+     * whose releases run inside this one. */
+    if ((bits & RL_TIMER_HELD) && __builtin_expect(final_release == t, 0)) final_release = NULL;
     rl_timer_extras *x = extras_of(t);
     if (x) free(x); /* its chain is empty: no loop holds it */
     if (bits & RL_TIMER_IN_STORAGE) {
@@ -421,8 +429,10 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
             return;
         }
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
-        /* seq_cst: settle_held's load of FIRING must not pass this store, and fire()'s load of
-         * the owner must not pass its setting of FIRING, so one of the two sees the other. */
+        /* FIRING, if set, is a callout's under way that an earlier disowning during it left
+         * unmarked (on this loop or another): that callout's end (its read-modify-write of
+         * FIRING and RELEASE_DUE) and settle_held take the release once between them. fire()
+         * reads the owner under this lock, with no handshake on FIRING. */
         rl_owner_clear(&t->loop);
         return;
     }
@@ -478,10 +488,7 @@ static inline void end_handed(rl_timer_t *t) {
     if (__builtin_expect(t != NULL, 0) && t->record->release) t->record->release(t->info);
 }
 
-/* The held timer whose final release (rl_timer_release_is_final) this thread runs, if any. */
-static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
-
-bool rl_timer_release_is_final(rl_timer_t *t) { return t && final_release == t; }
+bool rl_timer_context_release_is_final(rl_timer_t *t) { return t && final_release == t; }
 
 /* end_handed for a held timer that this thread invalidated and took out of its loop in one
  * locked section (a fired one-shot timer's end): no rl_timer_invalidate_held can have cleared
@@ -841,7 +848,7 @@ static bool is_firing_here(const rl_loop_t *loop, const rl_timer_t *t) {
 
 void rl_timers_publish_firing(rl_loop_t *loop) {
     for (rl_firing *f = loop->firing; f; f = f->outer) {
-        if (f->published) continue; /* a held timer's, or published by an earlier wait */
+        if (f->published) continue; /* published by an earlier wait */
         atomic_fetch_or(&f->timer->obj.bits, RL_TIMER_FIRING);
         f->published = true;
     }
@@ -860,7 +867,7 @@ static inline bool callout_mark_taken_off(rl_loop_t *loop, rl_loop_t *owner, rl_
 /* The end of a held one-shot timer's callout (fire()): its invalidation and its leaving in one
  * locked section when the callout's mark is still there (nothing was made due during the
  * callout); else as any one-shot timer's. outer: the outermost phase, done with t once it left:
- * with RL_TIMER_IN_CONTEXT_OWNS the loop's references then go at once, before the context's
+ * with RL_TIMER_IN_OWNED_BY_CONTEXT the loop's references then go at once, before the context's
  * release (the context, which the loop still holds, keeps t alive through them), so that a handle
  * that goes in that release finds its own reference the last (rl_release_if_last) and the memory
  * need not outlast it. t may be gone once the release has run: nothing touches it after. */
@@ -1144,9 +1151,12 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             __builtin_prefetch(due[q + 1].timer->info);
             /* and, in a heap larger than the caches, its slot, which a fired timeout's park
              * writes (its index may be stale by then: a prefetch of a slot that is not its own
-             * costs nothing but the load) */
-            if (__builtin_expect(far, 0)) {
-                uint32_t at = due[q + 1].key.node->index;
+             * costs nothing but the load). Only from the timer's first entry, inside the timer,
+             * which the phase keeps: an entry of a further mode is an allocation of its own,
+             * which an earlier callout's removal from that mode may have freed. */
+            const rl_heap_node *next = due[q + 1].key.node;
+            if (__builtin_expect(far, 0) && next == &due[q + 1].timer->first.node) {
+                uint32_t at = next->index;
                 if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
             }
         }

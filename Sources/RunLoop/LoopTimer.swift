@@ -216,7 +216,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// A release that another thread's invalidation overtakes may find the timer invalid as that
     /// invalidation ends it too: `end()` ends it once.
     fileprivate final func leftLoop() {
-        if rl_timer_release_is_final(raw) {
+        if rl_timer_context_release_is_final(raw) {
             endAlone()
         } else if !rl_timer_is_valid(raw) {
             end()
@@ -228,7 +228,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// `end()` for the release of a fired one-shot timer's end (`rl_timer_release_is_final`): no
+    /// `end()` for the release of a fired one-shot timer's end (`rl_timer_context_release_is_final`): no
     /// invalidation can end the timer too, and no other thread writes `life` now (its owner is
     /// set for life, and `deinit` waits for this release), so no read-modify-write.
     private final func endAlone() {
@@ -279,7 +279,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
             // own before it lets go of the handle: a fired one-shot timer whose handle goes in
             // that release is then destroyed in `deinit` (`rl_release_if_last`), its memory not
             // kept past it.
-            let flags = UInt32(RL_TIMER_IN_HELD) | UInt32(RL_TIMER_IN_CONTEXT_OWNS)
+            let flags = UInt32(RL_TIMER_IN_HELD) | UInt32(RL_TIMER_IN_OWNED_BY_CONTEXT)
                 | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
             made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
         } else {

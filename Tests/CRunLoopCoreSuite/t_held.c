@@ -185,7 +185,7 @@ RLT_TEST(held_one_shot_timer_put_back_by_its_own_callout_still_ends_after_it) {
 static rl_timer_t *final_timer;
 static int final_answers; /* 1: final, 2: not final, per release, in decimal digits */
 static void final_asking_release(const void *info) {
-    final_answers = final_answers * 10 + (rl_timer_release_is_final(final_timer) ? 1 : 2);
+    final_answers = final_answers * 10 + (rl_timer_context_release_is_final(final_timer) ? 1 : 2);
     tt_count_release(info);
 }
 
@@ -198,11 +198,11 @@ RLT_TEST(held_timer_release_is_final_only_after_a_one_shot_callout) {
     /* fired: the loop invalidated it and let it go as its callout returned */
     final_timer = rl_timer_create_held(0, 0, 0, held_fired, &c);
     RLT_CHECK(final_timer != NULL);
-    RLT_CHECK(!rl_timer_release_is_final(final_timer)); /* outside a release */
+    RLT_CHECK(!rl_timer_context_release_is_final(final_timer)); /* outside a release */
     RLT_CHECK_EQ(rl_loop_add_timer(loop, final_timer, DEF), 0);
     RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
     RLT_CHECK_EQ(final_answers, 1);
-    RLT_CHECK(!rl_timer_release_is_final(final_timer));
+    RLT_CHECK(!rl_timer_context_release_is_final(final_timer));
     rl_release(final_timer);
     /* removed, then invalidated by a call: neither release is final */
     final_timer = rl_timer_create_held(rl_time_now() + 100, 0, 0, held_fired, &c);
@@ -212,7 +212,7 @@ RLT_TEST(held_timer_release_is_final_only_after_a_one_shot_callout) {
     RLT_CHECK_EQ(rl_loop_add_timer(loop, final_timer, DEF), 0);
     rl_timer_invalidate(final_timer);
     RLT_CHECK_EQ(final_answers, 122);
-    RLT_CHECK(!rl_timer_release_is_final(NULL));
+    RLT_CHECK(!rl_timer_context_release_is_final(NULL));
     rl_release(final_timer);
     final_timer = NULL;
 }

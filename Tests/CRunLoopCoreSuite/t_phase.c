@@ -611,3 +611,55 @@ RLT_TEST(phase_of_another_thread_is_abandoned_in_the_child_of_fork) {
     rl_release(other.later);
     CHECK_GONE(other.tally, 1);
 }
+
+/* ---- Review (s3): the phase's look-ahead in a heap larger than the caches ---- */
+
+/* In a mode whose heap has more than 16384 slots the phase reads the heap index of the next due
+ * timer's entry, to prefetch its slot. An entry of a timer's second mode is an allocation of its
+ * own (chained), which a removal from that mode frees: a callout that takes the timer after next
+ * out of the mode frees the entry that the next turn of the phase looks ahead at
+ * (AddressSanitizer: heap-use-after-free; elsewhere a read of freed memory). */
+static rl_timer_t *chained_victim;
+static void remove_chained_victim(rl_timer_t *t, void *info) {
+    (void)t, (void)info;
+    if (rl_loop_remove_timer(rl_loop_get_current(), chained_victim, DEF) != 0) abort();
+}
+static void count_fired(rl_timer_t *t, void *info) {
+    (void)t;
+    ++*(int *)info;
+}
+
+RLT_TEST(phase_in_a_large_heap_looks_ahead_at_no_entry_a_callout_freed) {
+    enum { MANY = 16400 }; /* a heap of 32768 slots */
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_timer_t **idle = calloc(MANY, sizeof *idle);
+    RLT_CHECK(idle != NULL);
+    int fired = 0;
+    rl_context_t c = {&fired, NULL, NULL};
+    double later = rl_time_now() + 1e6;
+    for (size_t i = 0; i < MANY; i++) {
+        idle[i] = rl_timer_create(later, 0, 0, count_fired, &c);
+        RLT_CHECK(idle[i] != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, idle[i], DEF), 0);
+    }
+    rl_timer_t *a = rl_timer_create(0, 0, 0, remove_chained_victim, NULL);
+    rl_timer_t *b = rl_timer_create(0, 0, 1, count_fired, &c);
+    chained_victim = rl_timer_create(0, 0, 2, count_fired, &c);
+    RLT_CHECK(a && b && chained_victim);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victim, "aside"), 0); /* its first entry */
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victim, DEF), 0);     /* chained */
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, b, DEF), 0);
+    (void)rl_run_in_mode(DEF, 0, false); /* a, then b (looking ahead at the victim's freed entry) */
+    RLT_CHECK(!rl_timer_is_valid(a) && !rl_timer_is_valid(b));
+    rl_timer_invalidate(chained_victim);
+    rl_release(chained_victim);
+    rl_release(a);
+    rl_release(b);
+    for (size_t i = 0; i < MANY; i++) {
+        rl_timer_invalidate(idle[i]);
+        rl_release(idle[i]);
+    }
+    free(idle);
+    RLT_CHECK(loop_ok(loop));
+}

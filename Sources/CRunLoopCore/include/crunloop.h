@@ -898,7 +898,7 @@ RL_API bool rl_timer_invalidate_held(rl_timer_t *timer);
  * invalidation on another thread may race), outside a release, and for NULL. Answers for the
  * calling thread: one thread-local load, no lock. An addition beyond CF, for wrappers that end
  * their context once (rl_timer_invalidate_held). */
-RL_API bool rl_timer_release_is_final(rl_timer_t *timer);
+RL_API bool rl_timer_context_release_is_final(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
 /* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
@@ -971,10 +971,13 @@ enum {
     /* with RL_TIMER_IN_HELD: info owns a reference to the timer for as long as a loop holds info
      * (a wrapper's handle that is the context and owns the timer), so that a loop may let go of
      * its own references before it runs the context's release. A one-shot timer fired by a
-     * loop's timer phase then leaves the loop as its callout returns, not as the phase ends, and
-     * a handle whose last reference goes in that release finds its reference to the timer the
-     * last (rl_release_if_last says true: done runs inside it). EINVAL without RL_TIMER_IN_HELD */
-    RL_TIMER_IN_CONTEXT_OWNS = 8
+     * loop's outermost timer phase (not one that a callout runs nested) then leaves the loop as
+     * its callout returns, not as the phase ends, and a handle whose last reference goes in that
+     * release finds its reference to the timer the last (rl_release_if_last says true: done runs
+     * inside it), unless the phase still holds one of the loop's (the timer was taken out of a
+     * mode, or left its loop, while the phase ran). Fired by a nested run, it leaves as without
+     * the flag (rl_release_if_last says false there). EINVAL without RL_TIMER_IN_HELD */
+    RL_TIMER_IN_OWNED_BY_CONTEXT = 8
 };
 /* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
  * connection's struct, a wrapper's object): creating it allocates nothing. An addition beyond CF.
@@ -994,7 +997,7 @@ enum {
  *   as a timer phase that took the timer as due ends (the phase holds every timer it took until
  *   then, as CF's does: so a one-shot timer fired, or a due timer that a callout or another
  *   thread invalidated or removed while the phase ran, goes then when nothing else holds it; a
- *   one-shot timer made with RL_TIMER_IN_CONTEXT_OWNS leaves as its callout returns), or
+ *   one-shot timer made with RL_TIMER_IN_OWNED_BY_CONTEXT leaves as its callout returns), or
  *   as the loop ends with its thread. No lock of the library is held; the library touches the memory
  *   no more once done is called, so done may free it, reuse it for a new timer, or let its
  *   owner go.
