@@ -574,6 +574,24 @@ static void *owned_meddler(void *arg) {
     return NULL;
 }
 
+/* n context-owned one-shot timers of round, in loop's default mode, due from now at steps of
+ * step seconds; each handle counts two references: its maker's and the racing thread's. */
+static void owned_make_all(owned_t **h, int n, int round, rl_loop_t *loop, double now, double step) {
+    for (int i = 0; i < n; i++) {
+        owned_t *o = calloc(1, sizeof *o);
+        RLT_CHECK(o != NULL);
+        atomic_init(&o->refs, 2);
+        o->kind = i + round;
+        o->loop = loop;
+        rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
+        rl_context_t c = {o, owned_retain, owned_release};
+        RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT | RL_TIMER_IN_DATE_AS_GIVEN,
+                                     now + (i % 40) * step, 0, i % 3, owned_fired, &c) != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
+        h[i] = o;
+    }
+}
+
 RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     enum { N = 400, ROUNDS = 25 };
     rl_loop_t *loop = rl_loop_get_current();
@@ -584,19 +602,7 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     for (int round = 0; round < ROUNDS; round++) {
         int base = atomic_load(&owned_dones);
         double now = rl_time_now();
-        for (int i = 0; i < N; i++) {
-            owned_t *o = calloc(1, sizeof *o);
-            RLT_CHECK(o != NULL);
-            atomic_init(&o->refs, 2); /* the maker's and the meddler's */
-            o->kind = i + round;
-            o->loop = loop;
-            rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
-            rl_context_t c = {o, owned_retain, owned_release};
-            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT | RL_TIMER_IN_DATE_AS_GIVEN,
-                                         now + (i % 40) * 1e-5, 0, i % 3, owned_fired, &c) != NULL);
-            RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
-            h[i] = o;
-        }
+        owned_make_all(h, N, round, loop, now, 1e-5);
         static bool dropped[N];
         memset(dropped, 0, sizeof dropped);
         owned_race_t r = {h, N, 2654435761u * (unsigned)(round + 1), loop, dropped};
@@ -710,19 +716,7 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_moving_between_loops) 
     for (int round = 0; round < ROUNDS; round++) {
         int base = atomic_load(&owned_dones);
         double now = rl_time_now();
-        for (int i = 0; i < N; i++) {
-            owned_t *o = calloc(1, sizeof *o);
-            RLT_CHECK(o != NULL);
-            atomic_init(&o->refs, 2); /* the maker's and the mover's */
-            o->kind = i + round;
-            o->loop = loop;
-            rl_timer_storage s = {o->timer, sizeof o->timer, owned_done};
-            rl_context_t c = {o, owned_retain, owned_release};
-            RLT_CHECK(rl_timer_create_in(&s, RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT | RL_TIMER_IN_DATE_AS_GIVEN,
-                                         now + (i % 40) * 1e-4, 0, i % 3, owned_fired, &c) != NULL);
-            RLT_CHECK_EQ(rl_loop_add_timer(loop, owned_timer(o), DEF), 0);
-            h[i] = o;
-        }
+        owned_make_all(h, N, round, loop, now, 1e-4);
         static bool dropped[N];
         memset(dropped, 0, sizeof dropped);
         owned_move_t m = {{h, N, 2246822519u * (unsigned)(round + 1), loop, dropped}, second.loop};
