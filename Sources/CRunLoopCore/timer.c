@@ -383,15 +383,28 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 /* ---- The timer kind (membership.c): ownership by the owner pointer; entries name modes by id,
  * a place in one loop's list, so only a timer this loop owns is looked at. ---- */
 
+static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item);
+
+/* An invalidation clears VALID, then reads the owner (both seq_cst); a claim sets the owner, then
+ * reads VALID again (timer_enter), so one of the two sees the other: an invalidation that lands
+ * between the claim's first check and its compare-and-swap, and found no owner, is seen here,
+ * and the claim is undone (the add fails with -EINVAL), instead of leaving an invalid timer in
+ * the loop for good. Out of line: seldom taken. */
+static __attribute__((noinline)) int enter_invalidated(rl_loop_t *loop, rl_timer_t *t) {
+    timer_leave_if_unused(loop, &t->obj); /* in no mode yet: disowned, a held one's release due */
+    return -EINVAL;
+}
+
 static int timer_enter(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
     unsigned char bits = atomic_load(&t->obj.bits);
     if (!(bits & RL_TIMER_VALID)) return -EINVAL;
-    if (!(bits & RL_TIMER_HELD)) return rl_owner_claim(loop, &t->loop);
     bool had = atomic_load(&t->loop) == loop; /* only this loop's lock, held, changes that */
     int rc = rl_owner_claim(loop, &t->loop);
-    if (!rc && !had) held_claimed(t);
-    return rc;
+    if (rc || had) return rc;
+    if (bits & RL_TIMER_HELD) held_claimed(t);
+    if (__builtin_expect(!(atomic_load(&t->obj.bits) & RL_TIMER_VALID), 0)) return enter_invalidated(loop, t);
+    return 0;
 }
 
 /* Disowning a held timer leaves its context's release due: the caller runs settle_held once it
