@@ -60,13 +60,13 @@ enum rl_type { RL_TYPE_LOOP = 0x4c50, RL_TYPE_SOURCE, RL_TYPE_TIMER, RL_TYPE_OBS
  * program holds, and every item is a few bytes smaller for it: a timer fits malloc's 80-byte
  * class), the type's magic, a byte of per-type bits, and a byte of per-type marks. The marks are
  * plain (no atomic): they are read and written only under the lock of the loop that owns the item,
- * and only while it owns it (timers: RL_TIMER_TAKEN). They are a memory location apart from bits,
- * which other threads change by atomic operations with no lock. */
+ * and only while it owns it (timers: RL_TIMER_TAKEN, RL_TIMER_CALLOUT). They are a memory
+ * location apart from bits, which other threads change by atomic operations with no lock. */
 typedef struct rl_object {
     atomic_int refs;
     uint16_t type;
     atomic_uchar bits;  /* per type (timers: RL_TIMER_*) */
-    uint8_t marks;      /* per type, owner loop's lock (timers: RL_TIMER_TAKEN) */
+    uint8_t marks;      /* per type, owner loop's lock (timers: RL_TIMER_TAKEN, RL_TIMER_CALLOUT) */
 } rl_object;
 _Static_assert(sizeof(rl_object) == 8, "the head of every object grew");
 
@@ -346,13 +346,19 @@ typedef struct rl_timer_record {
     void (*release)(const void *info);
     void (*done)(void *memory); /* a timer in the caller's memory (IN_STORAGE): hands it back */
     const struct rl_timer_record *next;
+    /* RL_RECORD_CONTEXT_OWNS: a held timer whose context owns a reference to it while a loop
+     * holds the context (RL_TIMER_IN_OWNED_BY_CONTEXT), so that a loop's own references may go
+     * before the context's release. */
+    unsigned char flags;
 } rl_timer_record;
+enum { RL_RECORD_CONTEXT_OWNS = 1 };
 
-/* obj.bits of a timer. VALID as named. FIRING: the timer's callout is running; set as it starts
- * for a HELD timer (settle_held's handshake needs it at once), and for any other only once the
+/* obj.bits of a timer. VALID as named. FIRING: the timer's callout is running; set only once the
  * loop's thread is about to wait inside that callout (a nested run: rl_timers_publish_firing),
- * which is when another thread's reckoning of the wake date must pass it over; until then the
- * loop's own thread knows it from its chain of callouts under way (loop->firing). HELD (immutable): the context is held only
+ * which is when another thread's reckoning of the wake date must pass it over, or, for a HELD
+ * timer, when it is disowned during the callout (settle_held's handshake needs it then: the
+ * callout's mark, RL_TIMER_CALLOUT, tells the disowning); until then the loop's own thread knows
+ * it from its chain of callouts under way (loop->firing). HELD (immutable): the context is held only
  * while a loop owns the timer. RELEASE_DUE: a held timer was disowned and its context's release
  * is still to run; it is set under the owner's lock as the owner pointer is cleared, and taken
  * (cleared) exactly once: by the disowning thread once it has unlocked, unless the timer's callout
@@ -375,8 +381,11 @@ enum { RL_TIMER_VALID = 1, RL_TIMER_FIRING = 2, RL_TIMER_HELD = 4, RL_TIMER_RELE
  * mark) hands one to the phase instead of releasing it (loop->phase_deferred), which the phase
  * releases as it ends. Set only by that phase as it takes its due timers; cleared by such a
  * removal, by fire() as it parks the timer after its callout, or by the phase's end. Never set
- * outside an outermost fire phase (rl_loop_verify). */
-enum { RL_TIMER_TAKEN = 1 };
+ * outside an outermost fire phase (rl_loop_verify). CALLOUT: a HELD timer's callout is under way
+ * on the owner's thread (fire() sets it as the callout starts and takes it off as it ends); a
+ * disowning meanwhile takes it off instead and leaves FIRING and RELEASE_DUE, so that the
+ * context's release waits for the callout's end (timer_leave_if_unused). */
+enum { RL_TIMER_TAKEN = 1, RL_TIMER_CALLOUT = 2 };
 
 /* The timer a heap node of a mode belongs to. */
 RL_HIDDEN rl_timer_t *rl_timer_of_node(rl_heap_node *node);
@@ -776,7 +785,8 @@ static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
     loop->firing = NULL; /* the frames went with their thread (or stay in the parent) */
 }
 /* A timer callout under way on a loop's thread (fire()'s frame): published once its timer's
- * FIRING bit is set (a HELD timer from the start; any other by rl_timers_publish_firing). */
+ * FIRING bit is set by rl_timers_publish_firing, a HELD timer's included (whose callout is also
+ * marked under the loop's lock from its start: RL_TIMER_CALLOUT). */
 typedef struct rl_firing {
     struct rl_timer *timer;
     struct rl_firing *outer;

@@ -62,10 +62,18 @@ static bool before(rl_loop_t *loop, const rl_observer_t *a, const rl_observer_t 
 /* ---- The observer kind (membership.c): ownership by the owner pointer; o->modes lists the
  * modes it is in, in the order it joined them. ---- */
 
+/* rl_observer_invalidate clears valid, then reads the owner; a claim sets the owner, then reads
+ * valid again, so one of the two sees the other (both seq_cst): an invalidation that came between
+ * the check and the claim, and found no owner, undoes the claim here (-EINVAL) rather than leave
+ * an invalid observer in the loop. */
 static int observer_enter(rl_loop_t *loop, rl_object *item) {
     rl_observer_t *o = (rl_observer_t *)item;
     if (!atomic_load(&o->valid)) return -EINVAL;
-    return rl_owner_claim(loop, &o->loop);
+    bool had = atomic_load(&o->loop) == loop; /* only this loop's lock, held, changes that */
+    int rc = rl_owner_claim(loop, &o->loop);
+    if (rc || had || atomic_load(&o->valid)) return rc;
+    rl_owner_clear(&o->loop); /* in no mode of loop yet */
+    return -EINVAL;
 }
 
 static void observer_leave_if_unused(rl_loop_t *loop, rl_object *item) {

@@ -114,18 +114,20 @@ static _Atomic(const rl_timer_record *) records;
 static _Thread_local const rl_timer_record *last_record __attribute__((tls_model("initial-exec"))); /* as rl_tls_loop */
 
 static inline bool record_is(const rl_timer_record *r, rl_timer_callback_t callback, const void *(*retain)(const void *),
-                             void (*release)(const void *), void (*done)(void *)) {
-    return r->callback == callback && r->retain == retain && r->release == release && r->done == done;
+                             void (*release)(const void *), void (*done)(void *), unsigned char flags) {
+    return r->callback == callback && r->retain == retain && r->release == release && r->done == done &&
+           r->flags == flags;
 }
 
 static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_callback_t callback,
-    const void *(*retain)(const void *), void (*release)(const void *), void (*done)(void *)) {
+    const void *(*retain)(const void *), void (*release)(const void *), void (*done)(void *), unsigned char flags) {
     const rl_timer_record *head = atomic_load_explicit(&records, memory_order_acquire);
     for (const rl_timer_record *r = head; r; r = r->next)
-        if (record_is(r, callback, retain, release, done)) return last_record = r;
+        if (record_is(r, callback, retain, release, done, flags)) return last_record = r;
     rl_timer_record *r = rl_malloc(sizeof *r);
     if (!r) return NULL;
-    *r = (rl_timer_record){.callback = callback, .retain = retain, .release = release, .done = done, .next = head};
+    *r = (rl_timer_record){
+        .callback = callback, .retain = retain, .release = release, .done = done, .next = head, .flags = flags};
     /* A tuple pushed meanwhile by another thread may now be listed twice: harmless. */
     while (!atomic_compare_exchange_weak_explicit(&records, &head, r, memory_order_release, memory_order_acquire))
         r->next = head;
@@ -135,14 +137,17 @@ static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_cal
 /* The record of a tuple: the thread's last, else from the list (stored there if new). NULL when
  * a new record cannot be stored (ENOMEM). */
 static inline const rl_timer_record *record_for(rl_timer_callback_t callback, const void *(*retain)(const void *),
-                                                void (*release)(const void *), void (*done)(void *)) {
+                                                void (*release)(const void *), void (*done)(void *),
+                                                unsigned char flags) {
     const rl_timer_record *r = last_record;
-    if (__builtin_expect(r && record_is(r, callback, retain, release, done), 1)) return r;
-    return find_record(callback, retain, release, done);
+    if (__builtin_expect(r && record_is(r, callback, retain, release, done, flags), 1)) return r;
+    return find_record(callback, retain, release, done, flags);
 }
 
 /* Whether interval makes a repeating timer (INFINITY, as 0, makes a one-shot timer). */
-static inline bool repeats(double interval) { return interval > 0 && !isinf(interval); }
+static inline bool repeats(double interval) {
+    return __builtin_expect(interval > 0, 0) && interval != INFINITY; /* two compares (never NaN: checked) */
+}
 
 /* A valid timer in no loop with record, its info not set; NULL with errno set (nothing left of
  * it). The caller has checked the arguments. A repeating timer gets its extras now. */
@@ -170,7 +175,7 @@ rl_timer_t *rl_timer_create(double fire_date, double interval, long order,
     if (bad_args(callback, fire_date, interval)) return NULL;
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     rl_timer_t *t = new_timer(fire_date, interval, order,
-                              record_for(callback, retain, context ? context->release : NULL, NULL), RL_TIMER_VALID);
+                              record_for(callback, retain, context ? context->release : NULL, NULL, 0), RL_TIMER_VALID);
     if (!t) return NULL;
     t->info = context ? context->info : NULL;
     if (retain) t->info = (void *)retain(context->info);
@@ -182,7 +187,7 @@ rl_timer_t *rl_timer_create_held(double fire_date, double interval, long order,
     if (!context || (!context->retain && !context->release))
         return rl_timer_create(fire_date, interval, order, callback, context);
     if (bad_args(callback, fire_date, interval)) return NULL; /* EINVAL before ENOMEM */
-    rl_timer_t *t = new_timer(fire_date, interval, order, record_for(callback, context->retain, context->release, NULL),
+    rl_timer_t *t = new_timer(fire_date, interval, order, record_for(callback, context->retain, context->release, NULL, 0),
                               RL_TIMER_VALID | RL_TIMER_HELD);
     if (!t) return NULL;
     t->info = context->info;
@@ -204,13 +209,15 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
     return t;
 }
 
-/* A timer in the caller's memory keeps the caller's done in its record, with its callback and
- * its context's functions. */
+/* A timer in the caller's memory keeps the caller's done in its record, with its callback, its
+ * context's functions and whether its context owns it (RL_TIMER_IN_OWNED_BY_CONTEXT). */
 rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
                                long order, rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
         (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
-        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN)) ||
+        (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN |
+                             RL_TIMER_IN_OWNED_BY_CONTEXT)) ||
+        ((flags & RL_TIMER_IN_OWNED_BY_CONTEXT) && !(flags & RL_TIMER_IN_HELD)) ||
         ((flags & RL_TIMER_IN_TIMEOUT) && interval != 0) || !callback || bad_time(fire_date) ||
         bad_time(interval)) {
         errno = EINVAL;
@@ -218,13 +225,14 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     }
     const void *(*retain)(const void *) = context ? context->retain : NULL;
     void (*release)(const void *) = context ? context->release : NULL;
-    const rl_timer_record *record = record_for(callback, retain, release, storage->done);
+    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
+    const rl_timer_record *record = record_for(callback, retain, release, storage->done,
+                                               held && (flags & RL_TIMER_IN_OWNED_BY_CONTEXT) ? RL_RECORD_CONTEXT_OWNS : 0);
     rl_timer_extras *x = NULL;
     if (!record || (repeats(interval) && !(x = new_extras(interval)))) {
         errno = ENOMEM;
         return NULL;
     }
-    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
     unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
                          (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
     rl_timer_t *t = storage->memory;
@@ -238,11 +246,20 @@ bool rl_timer_is_timeout(rl_timer_t *t) {
     return t && (atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_TIMEOUT);
 }
 
+/* The held timer whose final release (rl_timer_context_release_is_final) this thread runs, if any; NULL
+ * once that timer is destroyed inside it (its memory may hold a new timer before it returns). */
+static _Thread_local const rl_timer_t *final_release __attribute__((tls_model("initial-exec")));
+
 void rl_timer_destroy(rl_timer_t *t) {
     /* A held timer's context was released when it left its last loop: every path that disowns
      * runs the release before it drops the loop's references. */
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
-    free(extras_of(t)); /* its chain is empty: no loop holds it */
+    /* Destroyed inside its own final release (RL_TIMER_IN_OWNED_BY_CONTEXT: the context's reference
+     * was the last): the address no longer names it, and done may hand the memory to a new timer
+     * whose releases run inside this one. */
+    if ((bits & RL_TIMER_HELD) && __builtin_expect(final_release == t, 0)) final_release = NULL;
+    rl_timer_extras *x = extras_of(t);
+    if (x) free(x); /* its chain is empty: no loop holds it */
     if (bits & RL_TIMER_IN_STORAGE) {
         /* The caller's memory: done hands it back, and is the last thing that touches it. */
         const rl_timer_record *record = t->record;
@@ -366,15 +383,28 @@ bool rl_mode_remove_timer(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 /* ---- The timer kind (membership.c): ownership by the owner pointer; entries name modes by id,
  * a place in one loop's list, so only a timer this loop owns is looked at. ---- */
 
+static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item);
+
+/* An invalidation clears VALID, then reads the owner (both seq_cst); a claim sets the owner, then
+ * reads VALID again (timer_enter), so one of the two sees the other: an invalidation that lands
+ * between the claim's first check and its compare-and-swap, and found no owner, is seen here,
+ * and the claim is undone (the add fails with -EINVAL), instead of leaving an invalid timer in
+ * the loop for good. Out of line: seldom taken. */
+static __attribute__((noinline)) int enter_invalidated(rl_loop_t *loop, rl_timer_t *t) {
+    timer_leave_if_unused(loop, &t->obj); /* in no mode yet: disowned, a held one's release due */
+    return -EINVAL;
+}
+
 static int timer_enter(rl_loop_t *loop, rl_object *item) {
     rl_timer_t *t = (rl_timer_t *)item;
     unsigned char bits = atomic_load(&t->obj.bits);
     if (!(bits & RL_TIMER_VALID)) return -EINVAL;
-    if (!(bits & RL_TIMER_HELD)) return rl_owner_claim(loop, &t->loop);
     bool had = atomic_load(&t->loop) == loop; /* only this loop's lock, held, changes that */
     int rc = rl_owner_claim(loop, &t->loop);
-    if (!rc && !had) held_claimed(t);
-    return rc;
+    if (rc || had) return rc;
+    if (bits & RL_TIMER_HELD) held_claimed(t);
+    if (__builtin_expect(!(atomic_load(&t->obj.bits) & RL_TIMER_VALID), 0)) return enter_invalidated(loop, t);
+    return 0;
 }
 
 /* Disowning a held timer leaves its context's release due: the caller runs settle_held once it
@@ -391,6 +421,16 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
     }
     unsigned char bits = atomic_load_explicit(&t->obj.bits, memory_order_relaxed);
     if (bits & RL_TIMER_HELD) {
+        if (t->obj.marks & RL_TIMER_CALLOUT) {
+            /* Its callout is under way on loop's thread (fire() marked it under this lock): the
+             * release waits for the callout's end, as settle_held and the end learn from FIRING
+             * (set now, as fire() did not) and RELEASE_DUE. The mark goes with the owner: it is
+             * loop's only while loop owns t, and its absence tells the end to settle. */
+            t->obj.marks &= (uint8_t)~RL_TIMER_CALLOUT;
+            atomic_fetch_or(&t->obj.bits, RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE);
+            rl_owner_clear(&t->loop);
+            return;
+        }
         if (!(bits & (RL_TIMER_VALID | RL_TIMER_FIRING | RL_TIMER_RELEASE_DUE))) {
             /* Invalid, and no callout under way: no claim can take the release back (only a
              * valid timer is claimed) and no callout's end can be owed it (FIRING is set only on
@@ -402,8 +442,10 @@ static void timer_leave_if_unused(rl_loop_t *loop, rl_object *item) {
             return;
         }
         atomic_fetch_or(&t->obj.bits, RL_TIMER_RELEASE_DUE);
-        /* seq_cst: settle_held's load of FIRING must not pass this store, and fire()'s load of
-         * the owner must not pass its setting of FIRING, so one of the two sees the other. */
+        /* FIRING, if set, is a callout's under way that an earlier disowning during it left
+         * unmarked (on this loop or another): that callout's end (its read-modify-write of
+         * FIRING and RELEASE_DUE) and settle_held take the release once between them. fire()
+         * reads the owner under this lock, with no handshake on FIRING. */
         rl_owner_clear(&t->loop);
         return;
     }
@@ -457,6 +499,19 @@ static inline rl_timer_t *take_handed(rl_loop_t *loop) {
 /* Its release, unlocked. */
 static inline void end_handed(rl_timer_t *t) {
     if (__builtin_expect(t != NULL, 0) && t->record->release) t->record->release(t->info);
+}
+
+bool rl_timer_context_release_is_final(rl_timer_t *t) { return t && final_release == t; }
+
+/* end_handed for a held timer that this thread invalidated and took out of its loop in one
+ * locked section (a fired one-shot timer's end): no rl_timer_invalidate_held can have cleared
+ * its VALID, so the release is the only end of what the context holds, and says so. t may be
+ * gone once it returns: only the pointer is compared after. */
+static inline void end_handed_final(rl_timer_t *t) {
+    const rl_timer_t *outer = final_release;
+    final_release = t;
+    end_handed(t);
+    final_release = outer;
 }
 
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
@@ -806,35 +861,94 @@ static bool is_firing_here(const rl_loop_t *loop, const rl_timer_t *t) {
 
 void rl_timers_publish_firing(rl_loop_t *loop) {
     for (rl_firing *f = loop->firing; f; f = f->outer) {
-        if (f->published) continue; /* a held timer's, or published by an earlier wait */
+        if (f->published) continue; /* published by an earlier wait */
         atomic_fetch_or(&f->timer->obj.bits, RL_TIMER_FIRING);
         f->published = true;
     }
+}
+
+/* Takes the mark of a held timer's callout off (RL_TIMER_CALLOUT), if it is still there: loop
+ * still owns t, locked by the caller (owner: t's owner, as locked), and no disowning took it
+ * during the callout. False otherwise: such a disowning left FIRING and RELEASE_DUE, and the end
+ * settles them (end_callout). */
+static inline bool callout_mark_taken_off(rl_loop_t *loop, rl_loop_t *owner, rl_timer_t *t) {
+    if (owner != loop || !(t->obj.marks & RL_TIMER_CALLOUT)) return false;
+    t->obj.marks &= (uint8_t)~RL_TIMER_CALLOUT;
+    return true;
+}
+
+/* The end of a held one-shot timer's callout (fire()): its invalidation and its leaving in one
+ * locked section when the callout's mark is still there (nothing was made due during the
+ * callout); else as any one-shot timer's. outer: the outermost phase, done with t once it left:
+ * with RL_TIMER_IN_OWNED_BY_CONTEXT the loop's references then go at once, before the context's
+ * release (the context, which the loop still holds, keeps t alive through them), so that a handle
+ * that goes in that release finds its own reference the last (rl_release_if_last) and the memory
+ * need not outlast it. t may be gone once the release has run: nothing touches it after. */
+static unsigned end_held_one_shot(rl_loop_t *loop, rl_timer_t *t, bool outer) {
+    rl_loop_t *owner = rl_owner_lock(t, &t->loop);
+    if (__builtin_expect(!callout_mark_taken_off(loop, owner, t), 0)) {
+        unlock_verified(t, owner, "rl_timer_invalidate");
+        if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
+        leave_owner(t);
+        return FIRED | SETTLED;
+    }
+    /* No release is due (a disowning would have taken the mark); FIRING is set only if a nested
+     * run published the callout. */
+    unsigned char was = atomic_fetch_and(&t->obj.bits, (unsigned char)~(RL_TIMER_VALID | RL_TIMER_FIRING));
+    if (!(was & RL_TIMER_VALID)) {
+        /* Invalidated by another thread, which waits for the lock to take it out: the release
+         * falls to its disowning, which finds no mark and no callout. */
+        unlock_verified(t, owner, "rl_timer_invalidate");
+        return FIRED;
+    }
+    rl_timer_t *handed = NULL;
+    size_t releases;
+    bool early = outer && (t->record->flags & RL_RECORD_CONTEXT_OWNS);
+    if (early) {
+        (void)untake_owned(t); /* no reference for the phase: it is done with t */
+        releases = rl_members_leave_loop(loop, &rl_timer_kind, &t->obj);
+        handed = take_handed(loop);
+    } else {
+        releases = leave_loop(loop, t, &handed);
+    }
+    unlock_verified(t, owner, "rl_timer_invalidate");
+    /* handed is t (invalid, and no callout or release due): its release is final, as this
+     * thread cleared VALID */
+    if (early) {
+        while (releases--) rl_release(t); /* never the last: the context's reference remains */
+        if (handed) end_handed_final(handed);
+        else settle_held(t);
+        return FIRED | SETTLED;
+    }
+    if (handed) end_handed_final(handed);
+    settle_held(t);
+    while (releases--) rl_release(t);
+    return FIRED | SETTLED;
 }
 
 static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, bool outer) {
     double fired = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
     if (!(fired <= now) || atomic_load(&t->loop) != loop) return 0;
     /* Valid, not firing already (a nested run inside its own callout), in a mode (not IDLE)
-     * and, if held, no release due. A held timer takes FIRING in the same step, which defers a
-     * release that another thread's disowning makes due to the callout's end (settle_held); any
-     * other timer's callout is known from the loop's chain alone, with no locked instruction
-     * (FIRING is set only if a run inside it waits: rl_timers_publish_firing). An invalidation
-     * from another thread just after the check still sees the callout run, as in CF. */
+     * and, if held, no release due. A timer's callout is known to the loop's own thread from its
+     * chain (loop->firing), with no locked instruction; other threads learn of it only when a run
+     * inside it waits (rl_timers_publish_firing sets FIRING). A held timer's callout is also
+     * marked under the loop's lock (RL_TIMER_CALLOUT, the loop's fast section: no locked
+     * instruction while the loop is biased), where a disowning finds it and leaves its context's
+     * release to the callout's end (timer_leave_if_unused). An invalidation from another thread
+     * just after the check still sees the callout run, as in CF. */
     unsigned char bits = atomic_load(&t->obj.bits);
+    bool held = bits & RL_TIMER_HELD;
     rl_firing frame = {t, loop->firing, false};
-    if (__builtin_expect(bits & RL_TIMER_HELD, 0)) {
-        do {
-            if ((bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID)
-                return 0;
-        } while (!atomic_compare_exchange_weak(&t->obj.bits, &bits, bits | RL_TIMER_FIRING));
-        /* A held timer disowned since the check above may have had its context released already:
-         * from now on FIRING defers any release to the callout's end, but this one is gone. */
-        if (atomic_load(&t->loop) != loop) {
-            (void)end_callout(t, 0);
-            return 0;
-        }
-        frame.published = true;
+    if (__builtin_expect(held, 0)) {
+        rl_loop_lock_own(loop);
+        bits = atomic_load(&t->obj.bits);
+        bool fires = atomic_load_explicit(&t->loop, memory_order_relaxed) == loop &&
+                     (bits & ~(RL_TIMER_HELD | RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) == RL_TIMER_VALID &&
+                     !(t->obj.marks & RL_TIMER_CALLOUT);
+        if (fires) t->obj.marks |= RL_TIMER_CALLOUT;
+        rl_loop_unlock_own(loop);
+        if (!fires) return 0;
     } else if ((bits & ~(RL_TIMER_TIMEOUT | RL_TIMER_IN_STORAGE | RL_TIMER_REPEATS)) != RL_TIMER_VALID ||
                (frame.outer && is_firing_here(loop, t))) {
         return 0;
@@ -848,10 +962,14 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
         /* A one-shot timer is invalidated as its callout returns, and stops firing, in one step;
          * leaving its owner clears its mark (or another loop's took it off). Invalidated during
          * the callout: by another thread maybe, whose removal may be still to come. */
+        if (held) return end_held_one_shot(loop, t, outer);
         if (!(end_callout(t, RL_TIMER_VALID) & RL_TIMER_VALID)) return FIRED;
         leave_owner(t);
         return FIRED | SETTLED;
     }
+    /* Whether the callout's end settles FIRING and RELEASE_DUE (end_callout): set by a nested
+     * run's wait (published), or, for a held timer, by a disowning during the callout. */
+    bool settle = frame.published;
     if (is_valid(t)) {
         /* A date set from inside the callout that is later than the one fired is kept (a timeout
          * armed again, or disarmed: INFINITY); otherwise a repeating timer goes on along its
@@ -863,6 +981,7 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             rl_loop_unlock_own(loop);
             owner = rl_owner_lock(t, &t->loop);
         }
+        if (held && !callout_mark_taken_off(loop, owner, t)) settle = true;
         if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
             set_fire_date_locked(owner, t, (bits & RL_TIMER_REPEATS) ? next_on_grid(fired, interval_of(t, bits), rl_time_now())
                                                                     : INFINITY);
@@ -876,7 +995,7 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
              * its last reference. A release due (none is while this loop owns a held timer: a
              * claim takes it back) runs unlocked, from what was read under the lock. */
             t->obj.marks &= (uint8_t)~RL_TIMER_TAKEN;
-            if (!frame.published) { /* FIRING was never set: nothing to end */
+            if (!settle) { /* FIRING was never set: nothing to end */
                 rl_loop_unlock_own(loop);
                 return FIRED | SETTLED;
             }
@@ -887,8 +1006,15 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             if ((was & RL_TIMER_RELEASE_DUE) && release) release(info);
             return FIRED | SETTLED;
         }
+    } else if (held) {
+        /* Invalidated during the callout: by the callout or a disowning (the mark went with it),
+         * or by another thread that has yet to take it out (the mark goes now, and the release
+         * falls to that disowning). */
+        rl_loop_t *owner = rl_owner_lock(t, &t->loop);
+        if (!callout_mark_taken_off(loop, owner, t)) settle = true;
+        rl_owner_unlock(&t->loop, owner);
     }
-    if (frame.published) (void)end_callout(t, 0);
+    if (settle) (void)end_callout(t, 0);
     return FIRED;
 }
 

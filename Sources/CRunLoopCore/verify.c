@@ -84,6 +84,8 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m, size_t *taken)
               m->name, (void *)t);
         CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_IDLE), "mode %s: timer %p is in a mode, yet marked idle", m->name,
               (void *)t);
+        CHECK(!(t->obj.marks & RL_TIMER_CALLOUT) || (atomic_load(&t->obj.bits) & RL_TIMER_HELD),
+              "mode %s: timer %p is not held, yet its callout is marked", m->name, (void *)t);
         /* Marked taken only while the outermost fire phase that took it runs (a dead loop's may
          * have been abandoned with its marks). */
         if (t->obj.marks & RL_TIMER_TAKEN) {

@@ -13,12 +13,14 @@ public struct LoopMode: Hashable, Sendable, ExpressibleByStringLiteral, CustomSt
     /// The default mode apart, so that passing ``default`` copies no string (no reference
     /// counting) and reaches the core as its own `RL_DEFAULT_MODE`, which the core recognises by
     /// address. Every other name, the default's spelled out included, is `.named`.
-    private enum Name: Sendable {
+    @usableFromInline
+    enum Name: Sendable {
         case `default`
         case named(String)
     }
 
-    private let name: Name
+    @usableFromInline
+    let name: Name
 
     /// The default mode's name, made once.
     private static let defaultName = String(cString: RL_DEFAULT_MODE)
@@ -41,10 +43,14 @@ public struct LoopMode: Hashable, Sendable, ExpressibleByStringLiteral, CustomSt
     /// A mode written as a string literal: `let mode: LoopMode = "com.example.tracking"`.
     public init(stringLiteral value: String) { name = .named(value) }
 
-    private init(defaultMode: Void) { name = .default }
+    @usableFromInline
+    init(defaultMode: Void) { name = .default }
 
     /// The default mode (`"kCFRunLoopDefaultMode"`), the one ``Loop/run()`` runs; always common.
-    public static let `default` = LoopMode(defaultMode: ())
+    /// Inlinable, so that a caller makes it in place (no lazy global to check, no string to
+    /// release).
+    @inlinable
+    public static var `default`: LoopMode { LoopMode(defaultMode: ()) }
 
     /// The common modes (`"kCFRunLoopCommonModes"`): the set of every mode marked common.
     /// Valid wherever an item is added, removed or queued; not a mode you can run.
@@ -131,6 +137,7 @@ extension String: LoopModes {
 
 extension LoopModes where Self == LoopMode {
     /// The default mode (``LoopMode/default``).
+    @inlinable
     public static var `default`: LoopMode { LoopMode.default }
     /// Every common mode (``LoopMode/common``).
     public static var common: LoopMode { LoopMode.common }

@@ -154,7 +154,7 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     final var raw: OpaquePointer { created.unsafelyUnwrapped }
 
     /// What a loop needs to hold the timer.
-    public var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
+    public final var itemReference: LoopItemReference { LoopItemReference(.timer(Unmanaged.passUnretained(self)), raw) }
 
     /// Wraps `raw`, a C timer made elsewhere (the tests), taking a new reference to it. Such a
     /// handle is not the timer's context: its own closure is never called.
@@ -216,7 +216,9 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// A release that another thread's invalidation overtakes may find the timer invalid as that
     /// invalidation ends it too: `end()` ends it once.
     fileprivate final func leftLoop() {
-        if !rl_timer_is_valid(raw) {
+        if rl_timer_context_release_is_final(raw) {
+            endAlone()
+        } else if !rl_timer_is_valid(raw) {
             end()
         } else if let loop = OpaquePointer(bitPattern: life.load(ordering: .acquiring) & ~TimerLife.flags),
             rl_loop_is_dead(loop)
@@ -224,6 +226,14 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
             rl_timer_invalidate(raw)
             end()
         }
+    }
+
+    /// `end()` for the release of a fired one-shot timer's end (`rl_timer_context_release_is_final`): no
+    /// invalidation can end the timer too, and no other thread writes `life` now (its owner is
+    /// set for life, and `deinit` waits for this release), so no read-modify-write.
+    private final func endAlone() {
+        life.store(life.load(ordering: .relaxed) | TimerLife.ended, ordering: .relaxed)
+        body = nil
     }
 
     /// Releases the closure, once: from `leftLoop`, or from `invalidate()` (any thread) when no
@@ -265,7 +275,12 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
         if let place = storagePlace() {
             var storage = rl_timer_storage(
                 memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: { timerMemoryDone($0) })
-            let flags = UInt32(RL_TIMER_IN_HELD) | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
+            // The handle owns a reference to its C timer for life, so a loop may let go of its
+            // own before it lets go of the handle: a fired one-shot timer whose handle goes in
+            // that release is then destroyed in `deinit` (`rl_release_if_last`), its memory not
+            // kept past it.
+            let flags = UInt32(RL_TIMER_IN_HELD) | UInt32(RL_TIMER_IN_OWNED_BY_CONTEXT)
+                | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
             made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
         } else {
             life.store(TimerLife.apart, ordering: .relaxed)

@@ -152,6 +152,71 @@ RLT_TEST(held_timer_removed_by_its_own_callout_is_released_after_it) {
     rl_release(t);
 }
 
+/* A one-shot timer's callout takes it out of the loop and puts it back (a claim during the
+ * callout, which takes back the release that the removal made due). */
+static void remove_and_add_back(rl_timer_t *t, void *info) {
+    held_t *h = info;
+    atomic_fetch_add(&h->calls, 1);
+    if (rl_loop_remove_timer(h->loop, t, DEF) != 0) tt("remove-failed");
+    if (rl_loop_add_timer(h->loop, t, DEF) != 0) tt("add-failed");
+    if (atomic_load(&h->count.releases) != 0) tt("released-inside");
+}
+
+RLT_TEST(held_one_shot_timer_put_back_by_its_own_callout_still_ends_after_it) {
+    static held_t h; /* static: a failed check returns with the timer still in the loop */
+    h = (held_t){0};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = {&h, tt_count_retain, held_release};
+    rl_timer_t *t = rl_timer_create_held(rl_time_now(), 0, 0, remove_and_add_back, &c);
+    RLT_CHECK(t != NULL);
+    h.loop = loop;
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    TT_EXPECT("");
+    RLT_CHECK_EQ(atomic_load(&h.calls), 1);
+    RLT_CHECK_EQ(RETAINS(&h), 1);
+    RLT_CHECK_EQ(RELEASES(&h), 1);
+    RLT_CHECK(!rl_timer_is_valid(t));
+    RLT_CHECK(!rl_loop_contains_timer(loop, t, DEF));
+    rl_release(t);
+}
+
+/* A release that asks whether it is its timer's final one. */
+static rl_timer_t *final_timer;
+static int final_answers; /* 1: final, 2: not final, per release, in decimal digits */
+static void final_asking_release(const void *info) {
+    final_answers = final_answers * 10 + (rl_timer_context_release_is_final(final_timer) ? 1 : 2);
+    tt_count_release(info);
+}
+
+RLT_TEST(held_timer_release_is_final_only_after_a_one_shot_callout) {
+    static held_t h; /* static: a failed check returns with the timer still in the loop */
+    h = (held_t){0};
+    rl_loop_t *loop = rl_loop_get_current();
+    rl_context_t c = {&h, tt_count_retain, final_asking_release};
+    final_answers = 0;
+    /* fired: the loop invalidated it and let it go as its callout returned */
+    final_timer = rl_timer_create_held(0, 0, 0, held_fired, &c);
+    RLT_CHECK(final_timer != NULL);
+    RLT_CHECK(!rl_timer_context_release_is_final(final_timer)); /* outside a release */
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, final_timer, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 1.0, false), RL_RUN_FINISHED);
+    RLT_CHECK_EQ(final_answers, 1);
+    RLT_CHECK(!rl_timer_context_release_is_final(final_timer));
+    rl_release(final_timer);
+    /* removed, then invalidated by a call: neither release is final */
+    final_timer = rl_timer_create_held(rl_time_now() + 100, 0, 0, held_fired, &c);
+    RLT_CHECK(final_timer != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, final_timer, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, final_timer, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, final_timer, DEF), 0);
+    rl_timer_invalidate(final_timer);
+    RLT_CHECK_EQ(final_answers, 122);
+    RLT_CHECK(!rl_timer_context_release_is_final(NULL));
+    rl_release(final_timer);
+    final_timer = NULL;
+}
+
 typedef struct {
     held_t *h;
     atomic_int stage;

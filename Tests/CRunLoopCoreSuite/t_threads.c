@@ -1031,3 +1031,82 @@ RLT_TEST(threads_common_mode_joins_while_source_changes_loops) {
     }
     rl_release(h.source);
 }
+
+/* ---- An item invalidated on one thread while another adds it to a loop ---- */
+
+/* The adder checks that the item is valid before it claims it, and the invalidation takes the
+ * item out of whichever loop owns it: an invalidation that lands between the adder's check and
+ * its claim must still leave no invalid item in the loop (where it would stay, never firing, with
+ * the loop's references and a held context's retain, until the loop ends). Either the add fails
+ * or the invalidation takes the item out; CF's invalid timers and observers are in no loop. */
+enum { RACE_TIMER, RACE_HELD_TIMER, RACE_OBSERVER };
+
+typedef struct {
+    int kind;
+    rl_loop_t *loop;
+    void *_Atomic item;
+    atomic_int go, done;
+} add_race_t;
+
+static void race_fired(rl_timer_t *t, void *info) { (void)t, (void)info; }
+static void race_observed(rl_observer_t *o, unsigned activity, void *info) { (void)o, (void)activity, (void)info; }
+
+static void *add_race_adder(void *arg) {
+    add_race_t *r = arg;
+    for (int round = 1;; round++) {
+        int go;
+        while ((go = atomic_load(&r->go)) < round)
+            if (go < 0) return NULL;
+        void *item = atomic_load(&r->item);
+        if (r->kind == RACE_OBSERVER) (void)rl_loop_add_observer(r->loop, item, DM);
+        else (void)rl_loop_add_timer(r->loop, item, DM);
+        atomic_store(&r->done, round);
+    }
+}
+
+static atomic_int race_retains, race_releases;
+static const void *race_retain(const void *info) {
+    atomic_fetch_add(&race_retains, 1);
+    return info;
+}
+static void race_release(const void *info) {
+    (void)info;
+    atomic_fetch_add(&race_releases, 1);
+}
+
+static void add_race_case(int kind) {
+    atomic_store(&race_retains, 0);
+    atomic_store(&race_releases, 0);
+    rl_context_t held = {NULL, race_retain, race_release};
+    add_race_t r = {.kind = kind, .loop = rl_loop_get_current()};
+    pthread_t adder;
+    RLT_CHECK_EQ(pthread_create(&adder, NULL, add_race_adder, &r), 0);
+    int left = 0, rounds = 0;
+    double until = rl_time_now() + 2.0;
+    for (int round = 1; round <= 100000 && rl_time_now() < until; round++, rounds++) {
+        void *item = kind == RACE_OBSERVER ? (void *)rl_observer_create(RL_ENTRY, true, 0, race_observed, NULL)
+                     : kind == RACE_HELD_TIMER ? (void *)rl_timer_create_held(1e12, 0, 0, race_fired, &held)
+                                               : (void *)rl_timer_create(1e12, 0, 0, race_fired, NULL);
+        RLT_CHECK(item != NULL);
+        atomic_store(&r.item, item);
+        atomic_store(&r.go, round);
+        for (int spin = round & 63; spin > 0; spin--) atomic_signal_fence(memory_order_seq_cst); /* vary the overlap */
+        if (kind == RACE_OBSERVER) rl_observer_invalidate(item);
+        else rl_timer_invalidate(item);
+        while (atomic_load(&r.done) < round) {}
+        bool in = kind == RACE_OBSERVER ? rl_loop_contains_observer(r.loop, item, DM)
+                                        : rl_loop_contains_timer(r.loop, item, DM);
+        if (in) left++;
+        rl_release(item);
+    }
+    atomic_store(&r.go, -1);
+    pthread_join(adder, NULL);
+    RLT_CHECK(rounds > 0);
+    RLT_CHECK_EQ(left, 0);
+    /* every retain of the held context released, once the loop lets nothing stay */
+    RLT_CHECK_EQ(atomic_load(&race_retains), atomic_load(&race_releases));
+}
+
+RLT_TEST(threads_timer_invalidated_while_another_thread_adds_it_stays_out) { add_race_case(RACE_TIMER); }
+RLT_TEST(threads_held_timer_invalidated_while_another_thread_adds_it_stays_out) { add_race_case(RACE_HELD_TIMER); }
+RLT_TEST(threads_observer_invalidated_while_another_thread_adds_it_stays_out) { add_race_case(RACE_OBSERVER); }

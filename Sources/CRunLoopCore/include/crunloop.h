@@ -175,8 +175,9 @@
  *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
  *   the move along its grid, in the loop's fast section; none while the loop is biased: see
  *   TIMEOUTS), a one-shot timer's end two more (its
- *   invalidation and its release from the mode); a held timer (rl_timer_create_held) one more
- *   (two for a timeout or a repeating one), to mark its callout under way for other threads.
+ *   invalidation and its release from the mode); a held timer (rl_timer_create_held) none more
+ *   while the loop is biased, one otherwise: its callout is marked under the loop's lock (its
+ *   fast section), where another thread's removal or invalidation finds it.
  *   Ownership
  *   (which loop a timer or observer belongs to) is claimed by compare-and-swap: loops on
  *   different threads working on their own items share no lock. A thread changing an item of
@@ -368,9 +369,10 @@ RL_API void rl_release(void *object);
 /* Drop the caller's reference only if it is the object's last: then as rl_release (the object is
  * destroyed) and true; false, with nothing changed, while another reference remains (a loop's,
  * a callout's). For an owner whose memory holds the object (rl_timer_create_in): when this says
- * false, it arranges for its memory to outlast the object's done, then calls rl_release. A
- * load, and a compare-and-swap when the reference may be the last. NULL: false. An addition
- * beyond CF. */
+ * false, it arranges for its memory to outlast the object's done, then calls rl_release. For a
+ * source, timer or observer one load and no locked instruction (a count of 1 is the caller's own
+ * reference, which no other thread can change); for a loop a compare-and-swap when the reference
+ * may be the last. NULL: false. An addition beyond CF. */
 RL_API bool rl_release_if_last(void *object);
 
 /* ---- Loops --------------------------------------------------------------------------------- */
@@ -888,6 +890,15 @@ RL_API void rl_timer_invalidate(rl_timer_t *timer);
  * when this call invalidated it. Any thread, also from the timer's callout. An addition beyond
  * CF, for wrappers whose handle is the context (it needs no count of the loop's holds). */
 RL_API bool rl_timer_invalidate_held(rl_timer_t *timer);
+/* Inside the context's release of a held timer: true when that release is the timer's end and
+ * nothing can race it, because the loop invalidated the timer and let it go in one step as its
+ * one-shot callout returned (so no rl_timer_invalidate_held call on it returns true, before or
+ * after); the release alone then ends what the context holds, with no atomic arbitration. False
+ * for any other release (removed, invalidated by a call, its loop ended: ends that an
+ * invalidation on another thread may race), outside a release, and for NULL. Answers for the
+ * calling thread: one thread-local load, no lock. An addition beyond CF, for wrappers that end
+ * their context once (rl_timer_invalidate_held). */
+RL_API bool rl_timer_context_release_is_final(rl_timer_t *timer);
 RL_API bool rl_timer_is_valid(rl_timer_t *timer);
 RL_API double rl_timer_get_next_fire_date(rl_timer_t *timer);
 /* Move the next fire date; a date in the past counts as now (the timer fires at the next pass,
@@ -956,7 +967,17 @@ enum {
     /* fire_date kept as given, also when it has passed, with no clock reading (a timer made
      * from the loop's time, rl_loop_get_time() + seconds, as rl_timer_rearm_from_loop_time arms
      * one); without it a date already gone becomes now, as in CF */
-    RL_TIMER_IN_DATE_AS_GIVEN = 4
+    RL_TIMER_IN_DATE_AS_GIVEN = 4,
+    /* with RL_TIMER_IN_HELD: info owns a reference to the timer for as long as a loop holds info
+     * (a wrapper's handle that is the context and owns the timer), so that a loop may let go of
+     * its own references before it runs the context's release. A one-shot timer fired by a
+     * loop's outermost timer phase (not one that a callout runs nested) then leaves the loop as
+     * its callout returns, not as the phase ends, and a handle whose last reference goes in that
+     * release finds its reference to the timer the last (rl_release_if_last says true: done runs
+     * inside it), unless the phase still holds one of the loop's (the timer was taken out of a
+     * mode, or left its loop, while the phase ran). Fired by a nested run, it leaves as without
+     * the flag (rl_release_if_last says false there). EINVAL without RL_TIMER_IN_HELD */
+    RL_TIMER_IN_OWNED_BY_CONTEXT = 8
 };
 /* A timer in memory of the caller's, for a caller that already has an allocation to put it in (a
  * connection's struct, a wrapper's object): creating it allocates nothing. An addition beyond CF.
@@ -975,7 +996,8 @@ enum {
  *   whatever thread calls them) when the loop's references were the last, on the loop's thread
  *   as a timer phase that took the timer as due ends (the phase holds every timer it took until
  *   then, as CF's does: so a one-shot timer fired, or a due timer that a callout or another
- *   thread invalidated or removed while the phase ran, goes then when nothing else holds it), or
+ *   thread invalidated or removed while the phase ran, goes then when nothing else holds it; a
+ *   one-shot timer made with RL_TIMER_IN_OWNED_BY_CONTEXT leaves as its callout returns), or
  *   as the loop ends with its thread. No lock of the library is held; the library touches the memory
  *   no more once done is called, so done may free it, reuse it for a new timer, or let its
  *   owner go.
