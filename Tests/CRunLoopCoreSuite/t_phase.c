@@ -614,15 +614,19 @@ RLT_TEST(phase_of_another_thread_is_abandoned_in_the_child_of_fork) {
 
 /* ---- Review (s3): the phase's look-ahead in a heap larger than the caches ---- */
 
-/* In a mode whose heap has more than 16384 slots the phase reads the heap index of the next due
- * timer's entry, to prefetch its slot. An entry of a timer's second mode is an allocation of its
- * own (chained), which a removal from that mode frees: a callout that takes the timer after next
- * out of the mode frees the entry that the next turn of the phase looks ahead at
- * (AddressSanitizer: heap-use-after-free; elsewhere a read of freed memory). */
-static rl_timer_t *chained_victim;
-static void remove_chained_victim(rl_timer_t *t, void *info) {
+/* In a mode whose heap has more than 16384 slots the phase looks a few timers ahead and reads
+ * the heap index of a due timer's entry, to prefetch its slot. An entry of a timer's second mode
+ * is an allocation of its own (chained), which a removal from that mode frees: a callout that
+ * takes later due timers out of the mode frees the entries that the next turns of the phase look
+ * ahead at (AddressSanitizer: heap-use-after-free; elsewhere a read of freed memory). The first
+ * callout removes twenty such timers, due right after it, so that one sits at whatever distance
+ * the phase looks ahead. */
+enum { VICTIMS = 20 };
+static rl_timer_t *chained_victims[VICTIMS];
+static void remove_chained_victims(rl_timer_t *t, void *info) {
     (void)t, (void)info;
-    if (rl_loop_remove_timer(rl_loop_get_current(), chained_victim, DEF) != 0) abort();
+    for (int i = 0; i < VICTIMS; i++)
+        if (rl_loop_remove_timer(rl_loop_get_current(), chained_victims[i], DEF) != 0) abort();
 }
 static void count_fired(rl_timer_t *t, void *info) {
     (void)t;
@@ -642,18 +646,25 @@ RLT_TEST(phase_in_a_large_heap_looks_ahead_at_no_entry_a_callout_freed) {
         RLT_CHECK(idle[i] != NULL);
         RLT_CHECK_EQ(rl_loop_add_timer(loop, idle[i], DEF), 0);
     }
-    rl_timer_t *a = rl_timer_create(0, 0, 0, remove_chained_victim, NULL);
-    rl_timer_t *b = rl_timer_create(0, 0, 1, count_fired, &c);
-    chained_victim = rl_timer_create(0, 0, 2, count_fired, &c);
-    RLT_CHECK(a && b && chained_victim);
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victim, "aside"), 0); /* its first entry */
-    RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victim, DEF), 0);     /* chained */
+    rl_timer_t *a = rl_timer_create(0, 0, 0, remove_chained_victims, NULL);
+    rl_timer_t *b = rl_timer_create(0, 0, VICTIMS + 1, count_fired, &c);
+    RLT_CHECK(a && b);
+    for (int i = 0; i < VICTIMS; i++) {
+        chained_victims[i] = rl_timer_create(0, 0, i + 1, count_fired, &c);
+        RLT_CHECK(chained_victims[i] != NULL);
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victims[i], "aside"), 0); /* its first entry */
+        RLT_CHECK_EQ(rl_loop_add_timer(loop, chained_victims[i], DEF), 0);     /* chained */
+    }
     RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, b, DEF), 0);
-    (void)rl_run_in_mode(DEF, 0, false); /* a, then b (looking ahead at the victim's freed entry) */
+    (void)rl_run_in_mode(DEF, 0, false); /* a, then b (looking ahead at the victims' freed entries) */
     RLT_CHECK(!rl_timer_is_valid(a) && !rl_timer_is_valid(b));
-    rl_timer_invalidate(chained_victim);
-    rl_release(chained_victim);
+    /* b and the victims: taken as due, and still the loop's (in "aside"), they fire, as in CF */
+    RLT_CHECK_EQ(fired, VICTIMS + 1);
+    for (int i = 0; i < VICTIMS; i++) {
+        rl_timer_invalidate(chained_victims[i]);
+        rl_release(chained_victims[i]);
+    }
     rl_release(a);
     rl_release(b);
     for (size_t i = 0; i < MANY; i++) {
