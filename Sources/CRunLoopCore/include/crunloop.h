@@ -871,7 +871,9 @@ RL_API rl_timer_t *rl_timer_create_held(double fire_date, double interval, long 
                                         rl_timer_callback_t callback, const rl_context_t *context);
 /* Add timer to mode of loop (retains it). A timer may be in several modes of one loop, never in
  * two loops: -EBUSY. Adding it to a mode it is already in returns -EEXIST. Removing it from a
- * mode it is not in returns -ENOENT (as for sources and observers). */
+ * mode it is not in returns -ENOENT (as for sources and observers). An invalid timer: -EINVAL,
+ * nothing added. Invalidated by another thread while this call runs: either the add fails with
+ * -EINVAL or the invalidation takes the timer out; an invalid timer never stays in a loop. */
 RL_API int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
 RL_API int rl_loop_remove_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
 RL_API bool rl_loop_contains_timer(rl_loop_t *loop, rl_timer_t *timer, const char *mode);
@@ -1048,7 +1050,8 @@ RL_API long rl_timer_get_order(rl_timer_t *timer);
 RL_API rl_observer_t *rl_observer_create(unsigned activities, bool repeats, long order,
                                          rl_observer_callback_t callback, const rl_context_t *context);
 /* Add observer to mode of loop (retains it); -EBUSY when it belongs to another loop, -EEXIST when
- * it is already in mode. */
+ * it is already in mode, -EINVAL when it is invalid (invalidated by another thread while this
+ * call runs: the add fails or the invalidation takes it out, as for timers). */
 RL_API int rl_loop_add_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
 RL_API int rl_loop_remove_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
 RL_API bool rl_loop_contains_observer(rl_loop_t *loop, rl_observer_t *observer, const char *mode);
