@@ -141,10 +141,17 @@ bool rl_loop_is_dead(rl_loop_t *loop) {
     return !loop || atomic_load(&loop->dead);
 }
 
+/* rl_loop_is_current on a thread that has no loop yet: out of line (two system calls), so that
+ * the usual answer, from the thread's loop, needs no frame (every Swift run asks it). */
+static __attribute__((noinline)) bool is_main_loop_here(rl_loop_t *loop) {
+    return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
+}
+
 bool rl_loop_is_current(rl_loop_t *loop) {
     if (!loop) return false;
-    if (rl_tls_loop) return rl_tls_loop == loop;
-    return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
+    rl_loop_t *here = rl_tls_loop;
+    if (here) return here == loop;
+    return is_main_loop_here(loop);
 }
 
 /*

@@ -54,17 +54,21 @@ bool rl_release_if_last(void *object) {
         abort();
     }
     /* A load first: while other references remain (a loop's, a callout's) the answer is no, and a
-     * load gives it without taking the line for a write. */
+     * load gives it without taking the line for a write. The type is read before it (it never
+     * changes), so that the compiler need not read it again after the acquiring load. */
+    uint16_t type = o->type;
     int refs = atomic_load_explicit(&o->refs, memory_order_acquire);
     if (refs > 1) return false;
-    if (o->type != RL_TYPE_LOOP) {
+    if (type != RL_TYPE_LOOP) {
         /* A count of 1 is the caller's own reference: no other exists, and an item's references
          * are only made from another one, so no thread can change the count now and the load is
          * the answer (it acquires every release before it). A loop's are also made from none
          * (rl_owner_lock retains the owner it reads under a stripe): it takes the compare-and-swap. */
         if (refs < 1) rl_object_last_release(o, refs); /* no reference left: aborts, as rl_release */
         atomic_store_explicit(&o->refs, 0, memory_order_relaxed);
-        rl_object_last_release(o, 1);
+        /* A timer straight to its end (a Swift timer handle's deinit, every one it makes) */
+        if (type == RL_TYPE_TIMER) rl_timer_destroy((rl_timer_t *)o);
+        else rl_object_last_release(o, 1);
         return true;
     }
     int one = 1;

@@ -136,7 +136,7 @@ static __attribute__((noinline)) const rl_timer_record *find_record(rl_timer_cal
 
 /* The record of a tuple: the thread's last, else from the list (stored there if new). NULL when
  * a new record cannot be stored (ENOMEM). */
-static inline const rl_timer_record *record_for(rl_timer_callback_t callback, const void *(*retain)(const void *),
+static inline __attribute__((always_inline)) const rl_timer_record *record_for(rl_timer_callback_t callback, const void *(*retain)(const void *),
                                                 void (*release)(const void *), void (*done)(void *),
                                                 unsigned char flags) {
     const rl_timer_record *r = last_record;
@@ -915,7 +915,7 @@ static unsigned end_held_one_shot(rl_loop_t *loop, rl_timer_t *t, bool outer) {
     /* handed is t (invalid, and no callout or release due): its release is final, as this
      * thread cleared VALID */
     if (early) {
-        while (releases--) rl_release(t); /* never the last: the context's reference remains */
+        while (releases--) rl_object_release(&t->obj); /* never the last: the context's reference remains */
         if (handed) end_handed_final(handed);
         else settle_held(t);
         return FIRED | SETTLED;

@@ -154,10 +154,36 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
         mode: LoopMode = .default, for duration: Duration? = nil,
         returningAfterSourceHandled: Bool = false
     ) throws(LoopError) -> LoopRunResult {
-        try prepareToRun()
+        // The usual run (the default mode, a finished or timed-out result) is a leaf with a small
+        // frame: a named mode's C string (`withCName`, which may copy the name), the bridge's
+        // first install and the errors are out of line.
+        guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
+        if !MainQueueBridge.isInstalled { installBridgeIfMain() }
         let seconds = duration?.loopTimeout ?? Double.infinity
-        let code = mode.withCName { rl_run_in_mode($0, seconds, returningAfterSourceHandled) }
-        return try LoopRunResult(code: code)
+        let code: Int32
+        if case .default = mode.name {
+            code = rl_run_in_mode(RL_DEFAULT_MODE, seconds, returningAfterSourceHandled)
+        } else {
+            code = runNamed(mode, seconds, returningAfterSourceHandled)
+        }
+        if code == Int32(RL_RUN_TIMED_OUT) { return .timedOut }
+        if code == Int32(RL_RUN_FINISHED) { return .finished }
+        return try runResult(code)
+    }
+
+    @inline(never)
+    private func runNamed(_ mode: LoopMode, _ seconds: Double, _ returningAfterSourceHandled: Bool) -> Int32 {
+        mode.withCName { rl_run_in_mode($0, seconds, returningAfterSourceHandled) }
+    }
+
+    @inline(never)
+    private func runResult(_ code: Int32) throws(LoopError) -> LoopRunResult { try LoopRunResult(code: code) }
+
+    /// Installs the main-queue bridge when this is the main loop (`prepareToRun` without the
+    /// thread check).
+    @inline(never)
+    private func installBridgeIfMain() {
+        if isMain { MainQueueBridge.install(on: self) }
     }
 
     /// Checks the thread, and installs the main-queue bridge the first time the main loop runs.

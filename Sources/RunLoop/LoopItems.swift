@@ -138,7 +138,7 @@ extension Loop {
         var done = 0
         do throws(LoopError) {
             try modes.forEachMode { (mode) throws(LoopError) in
-                try addOne(reference, mode)
+                if isTimer { try addTimerOne(reference, mode) } else { try addOne(reference, mode) }
                 done += 1
             }
         } catch {
@@ -152,16 +152,36 @@ extension Loop {
         if !isTimer { withExtendedLifetime(item) { added(reference, removals: removals) } }
     }
 
-    /// Adds the item behind `reference` to `mode`. A timer takes the short way (`addTimer`).
+    /// Adds the item behind `reference` to `mode`. A timer takes the short way (`addTimerOne`).
     @usableFromInline
     func addOne(_ reference: LoopItemReference, _ mode: LoopMode) throws(LoopError) {
-        if case .timer(let timer) = reference.kind {
-            let code = mode.withCName { addTimer(timer, reference.raw, $0) }
-            if code != 0 { try loopCheck(code) }
-            return
-        }
+        if reference.isTimer { return try addTimerOne(reference, mode) }
         try loopCheck(mode.withCName { addItem(reference, $0) })
     }
+
+    /// `addOne` for a timer, a function of its own so that the usual add (the default mode) is a
+    /// leaf with a small frame: straight to the C add, with a named mode's C string (`withCName`,
+    /// which may copy the name) and the error out of line.
+    @usableFromInline
+    func addTimerOne(_ reference: LoopItemReference, _ mode: LoopMode) throws(LoopError) {
+        guard case .timer(let timer) = reference.kind else { return try addOne(reference, mode) }
+        let code: Int32
+        if case .default = mode.name {
+            code = addTimer(timer, reference.raw, RL_DEFAULT_MODE)
+        } else {
+            code = addTimerNamed(timer, reference.raw, mode)
+        }
+        if code != 0 { try addFailed(code) }
+    }
+
+    @inline(never)
+    private func addTimerNamed(_ timer: Unmanaged<LoopTimer>, _ item: OpaquePointer, _ mode: LoopMode) -> Int32 {
+        mode.withCName { addTimer(timer, item, $0) }
+    }
+
+    /// Throws the error of a failed add (out of line: the add's frame stays small).
+    @inline(never)
+    private func addFailed(_ code: Int32) throws(LoopError) { try loopCheck(code) }
 
     /// `addItem` for a timer, inlined into `addOne`: the claim (a load, or a compare-and-swap at
     /// the first add), then the C add.

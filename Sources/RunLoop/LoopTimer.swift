@@ -66,7 +66,10 @@ struct TimerStorage {
 struct MemoryKeeper {
     unowned let timer: LoopTimer
 
-    /// Takes an unowned reference to `timer` (also during its `deinit`).
+    /// Takes an unowned reference to `timer` (also during its `deinit`). Out of line, as
+    /// `release`: the slot on the stack would give its callers (`deinit`, the C timer's `done`)
+    /// a stack protector on the usual path, where neither takes nor gives back any reference.
+    @inline(never)
     static func retain(_ timer: LoopTimer) {
         var slot: UInt = 0
         withUnsafeMutablePointer(to: &slot) {
@@ -75,6 +78,7 @@ struct MemoryKeeper {
     }
 
     /// Gives back an unowned reference that `retain` took to the object at `object`.
+    @inline(never)
     static func release(_ object: UnsafeMutableRawPointer) {
         var slot = UInt(bitPattern: object)
         withUnsafeMutablePointer(to: &slot) {
@@ -138,8 +142,10 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     @exclusivity(unchecked) private final var storage = TimerStorage()
     /// The closure, as given; nil once the timer ended. Unchecked exclusivity: a callout's read
     /// and `end()`'s write never overlap (see `@unchecked Sendable` above), and a dynamic check
-    /// would cost each callout more than the borrow saves.
-    @exclusivity(unchecked) fileprivate final var body: TimerBody?
+    /// would cost each callout more than the borrow saves. Spelled `Optional<TimerBody>`, not
+    /// `TimerBody?`, which would start as nil, and make each initializer's store an assignment
+    /// that first destroys that nil (a call).
+    @exclusivity(unchecked) fileprivate final var body: Optional<TimerBody>
     /// The C timer; nil only while `init` creates it (it needs `self` for its context) or when
     /// that failed.
     private final var created: OpaquePointer?
@@ -249,45 +255,56 @@ public class LoopTimer: LoopItem, @unchecked Sendable, CustomStringConvertible {
     /// wakeup with other timers. Throws ``LoopError/invalidArgument`` for a zero or negative
     /// interval (leave it out for a one-shot timer) or a negative tolerance,
     /// ``LoopError/outOfMemory``. The timer is not in any loop yet.
-    public convenience init(
+    public init(
         fireAt fireDate: LoopInstant, repeatingEvery interval: Duration? = nil,
         tolerance: Duration = .zero, order: Int = 0,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
+        // Designated, not a convenience init that delegates: a delegation is a call through the
+        // class's table (a subclass may override the initializer it names), with a frame of its
+        // own, on the way of every timer made.
         if let interval, interval <= .zero { throw .invalidArgument }
-        try self.init(
+        self.body = TimerBody(body: consume body)  // moved: no retain, and no release at the end
+        try make(
             fireDate: fireDate.monotonicSeconds, interval: interval?.loopSeconds ?? 0, timeout: false,
-            tolerance: tolerance, order: order, body)
+            tolerance: tolerance, order: order)
     }
 
-    /// The one that makes the C timer: a held timer, or a held timeout (one-shot, dormant after
-    /// it fired) for ``LoopTimeout``, in this object's own memory (`rl_timer_create_in`), so that
-    /// a timer is one allocation.
+    /// A held timer, or a held timeout (one-shot, dormant after it fired) for ``LoopTimeout``.
     init(
         fireDate: Double, interval: Double, timeout: Bool, tolerance: Duration, order: Int,
         _ body: sending @escaping (LoopTimer) -> Void
     ) throws(LoopError) {
-        self.body = TimerBody(body: consume body)  // moved: no retain, and no release at the end
+        self.body = TimerBody(body: consume body)
+        try make(fireDate: fireDate, interval: interval, timeout: timeout, tolerance: tolerance, order: order)
+    }
+
+    /// Makes the C timer of an initializer that has set `body`: in this object's own memory
+    /// (`rl_timer_create_in`), so that a timer is one allocation.
+    @inline(__always)
+    private final func make(
+        fireDate: Double, interval: Double, timeout: Bool, tolerance: Duration, order: Int
+    ) throws(LoopError) {
         var context = rl_context_t(
-            info: Unmanaged.passUnretained(self).toOpaque(), retain: { timerHeld($0) },
-            release: { timerLetGo($0) })
+            info: Unmanaged.passUnretained(self).toOpaque(), retain: timerHeld,
+            release: timerLetGo)
         let made: OpaquePointer?
         if let place = storagePlace() {
             var storage = rl_timer_storage(
-                memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: { timerMemoryDone($0) })
+                memory: place, size: Int(RL_TIMER_STORAGE_SIZE), done: timerMemoryDone)
             // The handle owns a reference to its C timer for life, so a loop may let go of its
             // own before it lets go of the handle: a fired one-shot timer whose handle goes in
             // that release is then destroyed in `deinit` (`rl_release_if_last`), its memory not
             // kept past it.
             let flags = UInt32(RL_TIMER_IN_HELD) | UInt32(RL_TIMER_IN_OWNED_BY_CONTEXT)
                 | (timeout ? UInt32(RL_TIMER_IN_TIMEOUT) : 0)
-            made = rl_timer_create_in(&storage, flags, fireDate, interval, order, { timerCallout($0, $1) }, &context)
+            made = rl_timer_create_in(&storage, flags, fireDate, interval, order, timerCallout, &context)
         } else {
             life.store(TimerLife.apart, ordering: .relaxed)
             made =
                 timeout
-                ? rl_timer_create_timeout_held(fireDate, order, { timerCallout($0, $1) }, &context)
-                : rl_timer_create_held(fireDate, interval, order, { timerCallout($0, $1) }, &context)
+                ? rl_timer_create_timeout_held(fireDate, order, timerCallout, &context)
+                : rl_timer_create_held(fireDate, interval, order, timerCallout, &context)
         }
         guard let raw = made else { throw lastCError() }
         created = raw
