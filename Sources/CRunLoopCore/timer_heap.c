@@ -183,7 +183,9 @@ static rl_heap_node *unpark_from(rl_heap *h, size_t i) {
     return node;
 }
 
-int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+void rl_heap_trim_holes(rl_heap *h) { trim_holes(h); }
+
+int rl_heap_insert_any(rl_heap *h, rl_heap_node *node, double when) {
     if (make_room(h)) return -ENOMEM;
     if (when == __builtin_inf()) {
         park_in(h, node);

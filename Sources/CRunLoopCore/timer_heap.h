@@ -132,9 +132,35 @@ static inline rl_heap_node *rl_heap_next(const rl_heap *h, size_t *i, double *wh
     }
 }
 
+/* rl_heap_insert's every case, the inline one's included. */
+__attribute__((visibility("hidden"))) int rl_heap_insert_any(rl_heap *h, rl_heap_node *node, double when);
+/* Drop the holes at the end of the heap (there is one at count - 1). */
+__attribute__((visibility("hidden"))) void rl_heap_trim_holes(rl_heap *h);
 /* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
- * the heap is down to a quarter of it (above 256 slots). A node keyed at INFINITY is parked. */
-__attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
+ * the heap is down to a quarter of it (above 256 slots). A node keyed at INFINITY is parked.
+ * Inline when the array has room and the date is not INFINITY (every add of a timer but the
+ * first of a new size, or a dormant one): the node goes up from the end as a hole that earlier
+ * parents move down into, and is stored once, where it stops. A hole of the heap sifts as the
+ * date it keeps (rl_heap_insert_any does the same), and one that moved down to the end is
+ * trimmed. */
+static inline int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+    if (__builtin_expect(h->count + h->parked >= h->capacity, 0) || __builtin_expect(when == __builtin_inf(), 0))
+        return rl_heap_insert_any(h, node, when);
+    rl_heap_slot *slots = h->slots;
+    size_t i = h->count++;
+    while (i > 0) {
+        size_t parent = (i - 1) / RL_HEAP_ARITY;
+        if (!(when < slots[parent].when)) break;
+        slots[i] = slots[parent];
+        rl_heap_node *moved = rl_heap_named(&slots[i]);
+        if (moved) moved->index = (uint32_t)i;
+        i = parent;
+    }
+    slots[i] = (rl_heap_slot){when, node};
+    node->index = (uint32_t)i;
+    if (__builtin_expect(!rl_heap_live(&slots[h->count - 1]), 0)) rl_heap_trim_holes(h);
+    return 0;
+}
 /* Take node out (nothing when it is not in h). O(1) amortized: it leaves a hole (a parked node
  * leaves none). */
 __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_node *node);
@@ -175,6 +201,11 @@ static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
     } else {
         rl_heap_settle(h, i, old);
     }
+}
+/* rl_heap_update(h, node, INFINITY): park node unless it is parked already or not in h. */
+static inline void rl_heap_park_node(rl_heap *h, rl_heap_node *node) {
+    size_t i = node->index;
+    if (__builtin_expect(i < h->count, 1) && __builtin_expect(h->slots[i].node == node, 1)) rl_heap_park(h, i);
 }
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 
