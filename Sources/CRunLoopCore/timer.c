@@ -826,8 +826,34 @@ int rl_timer_rearm_from_loop_time(rl_timer_t *t, double seconds) {
     return rearm(t, seconds, true, "rl_timer_rearm_from_loop_time");
 }
 
+/* rl_timer_disarm on the loop's own thread (self), for a timer of self in one mode: move_date_own
+ * at INFINITY with no heap update's tests of where the node is and which way it goes (a park is
+ * always the same: out of the heap's order, O(1)) and no new seq: a parked node is in no order,
+ * and arming it again gives it a new seq anyway (set_fire_date_as). False, with nothing changed,
+ * when t left self before the lock. A timer in several modes (or none) updates every entry. */
+static inline __attribute__((always_inline)) bool disarm_own(rl_loop_t *self, rl_timer_t *t) {
+    rl_loop_lock_own(self);
+    if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != self, 0)) {
+        rl_loop_unlock_own(self);
+        return false;
+    }
+    atomic_store_explicit(&t->fire_date, INFINITY, memory_order_relaxed);
+    uint32_t user = t->first.node.user; /* self's to read, now that it is seen to own t */
+    if (__builtin_expect(!(user & MORE) && (user >> SHIFT), 1))
+        rl_heap_park_node(&mode_of(self, &t->first)->timers, &t->first.node);
+    else
+        set_fire_date_of_entries(self, t, INFINITY); /* every entry, or none */
+    rl_loop_unlock_own(self);
+    RL_DEBUG_VERIFY(self, "rl_timer_disarm");
+    return true;
+}
+
 int rl_timer_disarm(rl_timer_t *t) {
     if (!t || !is_valid(t)) return -EINVAL;
+    rl_loop_t *self = rl_tls_loop;
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1) &&
+        __builtin_expect(disarm_own(self, t), 1))
+        return 0;
     move_date(t, INFINITY, "rl_timer_disarm");
     return 0;
 }
