@@ -170,9 +170,42 @@ __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap 
 /* The out-of-line halves of rl_heap_update. */
 __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
+/* Park the node at i (in the heap's order): rl_heap_park_at, out of line. */
 __attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
+/* Every case of a park, the two of rl_heap_park_at included. */
+__attribute__((visibility("hidden"))) void rl_heap_park_any(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
 __attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when);
+/* A full array at least this large parks a node in its hole rather than grow (timer_heap.c). */
+#define RL_HEAP_PARK_IN_PLACE_FROM (1u << 16)
+/* A park inline in its two usual cases, a node that is not the heap's last, whose hole will not
+ * outnumber the nodes: with room in the array, a hole where it was and the node in the parked
+ * region; in a full array too large to grow for it, the node parked in its hole. Any other park
+ * (a trim, a growth, a compaction) is rl_heap_park_any's, which does the same in these two.
+ * rl_heap_update parks out of line (rl_heap_park), which keeps its inline copies small. */
+static inline void rl_heap_park_at(rl_heap *h, size_t i) {
+    size_t count = h->count, holes = h->holes + 1;
+    bool room = count + h->parked < h->capacity;
+    if (__builtin_expect(i + 1 != count, 1) && __builtin_expect(room || h->capacity >= RL_HEAP_PARK_IN_PLACE_FROM, 1)) {
+        size_t in_heap = h->parked_in_heap + !room;
+        /* rl_heap_park_any's compaction test, on the counts the park leaves */
+        if (__builtin_expect(holes - in_heap <= count - holes + h->parked + in_heap, 1)) {
+            rl_heap_node *node = h->slots[i].node;
+            h->holes = holes;
+            if (room) {
+                h->slots[i].node = RL_HEAP_HOLE;
+                size_t j = h->capacity - ++h->parked;
+                h->slots[j] = (rl_heap_slot){__builtin_inf(), node};
+                node->index = (uint32_t)j;
+            } else {
+                h->slots[i].node = rl_heap_tagged(node);
+                h->parked_in_heap = in_heap;
+            }
+            return;
+        }
+    }
+    rl_heap_park_any(h, i);
+}
 /* Give node (in h) the date when and restore the order: a later date sifts down only, an earlier
  * one up only, the same date not at all; INFINITY parks the node and a date unparks it, both O(1)
  * plus the sift up of a date (or from its slot, for a node parked in a full array);
@@ -205,7 +238,7 @@ static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
 /* rl_heap_update(h, node, INFINITY): park node unless it is parked already or not in h. */
 static inline void rl_heap_park_node(rl_heap *h, rl_heap_node *node) {
     size_t i = node->index;
-    if (__builtin_expect(i < h->count, 1) && __builtin_expect(h->slots[i].node == node, 1)) rl_heap_park(h, i);
+    if (__builtin_expect(i < h->count, 1) && __builtin_expect(h->slots[i].node == node, 1)) rl_heap_park_at(h, i);
 }
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 
