@@ -492,12 +492,16 @@ struct rl_loop {
     atomic_bool fast, fast_out, bias;
     bool fast_held;
     unsigned bias_quiet;
-    size_t cross_locks, cross_seen, bias_revoked;
+    size_t cross_locks, cross_seen;
     /* Its thread exited (or is not in this process after fork): the loop takes no more items and,
      * once closed, holds no kernel object. Written under the lock; wakers read it without. */
     atomic_bool dead;
-    rl_ptrvec modes;             /* rl_mode* */
+    /* What a timer's add and re-arm on the loop's thread read besides the fast section's flags,
+     * on the cache line after theirs: the seq of the last scheduling, the default mode, and the
+     * modes' list (its pointer and count; the inline items follow). */
+    uint64_t timer_seq;
     rl_mode *default_mode;
+    rl_ptrvec modes;             /* rl_mode* */
     rl_ptrset common_sources, common_timers, common_observers;
     rl_run_frame *run;           /* innermost run, NULL when not running */
     /* The mode a host last asked about (rl_loop_get_backend_timeout) while no run was under way:
@@ -514,7 +518,7 @@ struct rl_loop {
     size_t spare_count;
     rl_fd_table fds;
     rl_wait wait;
-    uint64_t timer_seq;
+    size_t bias_revoked;         /* see fast, above (kept apart from the hot fields: seldom written) */
     /* The clock as the callout phase now running on the loop's thread began (rl_callouts_begin
      * reads it anyway), 0 between phases and once a nested phase ended: the base of
      * rl_timer_rearm. The loop's thread only. */

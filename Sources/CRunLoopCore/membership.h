@@ -10,8 +10,9 @@
  * rl_members_join_common_mode) and makes no callout: the caller runs schedule and cancel
  * callouts and drops references once it has unlocked. The mechanism is inline: each kind's file
  * calls it with its own constant kind, so the compiler calls the hooks directly and adding a
- * timer costs no more than a timer-only copy would (callgrind: 275 instructions per
- * rl_loop_add_timer on the loop's own thread, benchmarks/timer-instructions). What is not hot
+ * timer costs no more than a timer-only copy would. The usual add of a timer on the loop's own
+ * thread (a timer in no loop, one mode) does not come here at all: timer.c's add_unowned_own
+ * claims and inserts it directly, and only the other cases take rl_members_add. What is not hot
  * lives in membership.c.
  */
 #ifndef RL_MEMBERSHIP_H

@@ -514,16 +514,70 @@ static inline void end_handed_final(rl_timer_t *t) {
     final_release = outer;
 }
 
-int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
-    if (!loop || !t) return -EINVAL;
-    int rc = rl_mode_check_name(name);
-    if (rc) return rc;
-    rl_loop_lock(loop);
-    rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
+/* rl_loop_add_timer's usual case, for the loop's own thread holding the lock: a timer that is not
+ * held and belongs to no loop joins one mode named by name (not the common modes), or is refused
+ * if invalid. Such a timer is in no mode, and no loop's common set (a loop disowns a timer only
+ * once it left them all), so the generic add's steps shrink to a claim and one heap insertion: no hook called
+ * through the kind, no look for an entry it cannot have, no chain, no wake (the loop's own thread
+ * rearms its wait itself), and nothing handed or left to settle (both are a held timer's).
+ * Returns what rl_loop_add_timer returns, or ADD_ANY (positive) when the case is another: the
+ * caller then takes the generic path, under the same hold of the lock, having changed nothing. */
+enum { ADD_ANY = 1 };
+static inline __attribute__((always_inline)) int add_unowned_own(rl_loop_t *loop, rl_timer_t *t, const char *name) {
+    if (__builtin_expect(atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD, 0) ||
+        __builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != NULL, 0) ||
+        __builtin_expect(rl_mode_name_is_common(name), 0) || __builtin_expect(atomic_load_explicit(&loop->dead, memory_order_relaxed), 0))
+        return ADD_ANY;
+    /* The claim (rl_owner_claim's compare-and-swap): another loop, or a thread marking it BUSY,
+     * may have taken it since the load; the generic path sorts that out. */
+    rl_loop_t *none = NULL;
+    if (__builtin_expect(!atomic_compare_exchange_strong(&t->loop, &none, loop), 0)) return ADD_ANY;
+    /* VALID is read only now, after the claim, as timer_enter reads it again: an invalidation
+     * that found no owner is seen here, and the claim undone (-EINVAL). Reading it only here
+     * costs an invalid timer a claim and its undoing, and makes every invalid timer's add take
+     * this read, not only one that a race invalidated. These bits are also the ones to clear IDLE
+     * from (a loop that disowned the timer may have left it set). */
+    unsigned char bits = atomic_load(&t->obj.bits);
+    if (__builtin_expect(!(bits & RL_TIMER_VALID), 0)) return enter_invalidated(loop, t);
+    rl_mode *mode = rl_mode_find(loop, name, true);
+    rl_timer_entry *e = &t->first; /* unused: the timer is in no mode */
+    if (__builtin_expect(!mode, 0)) goto nomem;
+    e->node.seq = ++loop->timer_seq;
+    if (__builtin_expect(rl_heap_insert(&mode->timers, &e->node, atomic_load_explicit(&t->fire_date, memory_order_relaxed)), 0))
+        goto nomem;
+    set_mode(e, mode);
+    rl_mode_items_changed(mode, 1, true);
+    if (__builtin_expect(bits & RL_TIMER_IDLE, 0)) atomic_fetch_and(&t->obj.bits, (unsigned char)~RL_TIMER_IDLE);
+    rl_object_retain(&t->obj); /* the mode's reference */
+    return 0;
+nomem:
+    timer_leave_if_unused(loop, &t->obj); /* disowned again, as a failed generic add leaves it */
+    return -ENOMEM;
+}
+
+/* rl_loop_add_timer's every other case, loop locked (by rl_loop_lock): the generic add, then the
+ * unlock. Out of line, so that the usual case keeps a small frame. */
+static __attribute__((noinline)) int add_any(rl_loop_t *loop, rl_timer_t *t, const char *name) {
+    int rc = rl_members_add(loop, &rl_timer_kind, &t->obj, name, NULL);
     rl_timer_t *handed = take_handed(loop); /* a failed add that claimed t, found it invalidated */
     rl_loop_unlock(loop);
     end_handed(handed);
     if (rc) settle_held(t); /* a failed add may have claimed t, then let it go */
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
+    return rc;
+}
+
+int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
+    if (!loop || !t) return -EINVAL;
+    int rc = rl_mode_check_name(name);
+    if (rc) return rc;
+    if (__builtin_expect(rl_tls_loop != loop, 0)) {
+        rl_loop_lock_mutex(loop);
+        return add_any(loop, t, name);
+    }
+    rl_loop_lock_own(loop);
+    if (__builtin_expect((rc = add_unowned_own(loop, t, name)) == ADD_ANY, 0)) return add_any(loop, t, name);
+    rl_loop_unlock_own(loop);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;
 }
@@ -772,8 +826,34 @@ int rl_timer_rearm_from_loop_time(rl_timer_t *t, double seconds) {
     return rearm(t, seconds, true, "rl_timer_rearm_from_loop_time");
 }
 
+/* rl_timer_disarm on the loop's own thread (self), for a timer of self in one mode: move_date_own
+ * at INFINITY with no heap update's tests of where the node is and which way it goes (a park is
+ * always the same: out of the heap's order, O(1)) and no new seq: a parked node is in no order,
+ * and arming it again gives it a new seq anyway (set_fire_date_as). False, with nothing changed,
+ * when t left self before the lock. A timer in several modes (or none) updates every entry. */
+static inline __attribute__((always_inline)) bool disarm_own(rl_loop_t *self, rl_timer_t *t) {
+    rl_loop_lock_own(self);
+    if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != self, 0)) {
+        rl_loop_unlock_own(self);
+        return false;
+    }
+    atomic_store_explicit(&t->fire_date, INFINITY, memory_order_relaxed);
+    uint32_t user = t->first.node.user; /* self's to read, now that it is seen to own t */
+    if (__builtin_expect(!(user & MORE) && (user >> SHIFT), 1))
+        rl_heap_park_node(&mode_of(self, &t->first)->timers, &t->first.node);
+    else
+        set_fire_date_of_entries(self, t, INFINITY); /* every entry, or none */
+    rl_loop_unlock_own(self);
+    RL_DEBUG_VERIFY(self, "rl_timer_disarm");
+    return true;
+}
+
 int rl_timer_disarm(rl_timer_t *t) {
     if (!t || !is_valid(t)) return -EINVAL;
+    rl_loop_t *self = rl_tls_loop;
+    if (__builtin_expect(self && atomic_load_explicit(&t->loop, memory_order_acquire) == self, 1) &&
+        __builtin_expect(disarm_own(self, t), 1))
+        return 0;
     move_date(t, INFINITY, "rl_timer_disarm");
     return 0;
 }

@@ -183,7 +183,9 @@ static rl_heap_node *unpark_from(rl_heap *h, size_t i) {
     return node;
 }
 
-int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+void rl_heap_trim_holes(rl_heap *h) { trim_holes(h); }
+
+int rl_heap_insert_any(rl_heap *h, rl_heap_node *node, double when) {
     if (make_room(h)) return -ENOMEM;
     if (when == __builtin_inf()) {
         park_in(h, node);
@@ -261,13 +263,15 @@ void rl_heap_settle(rl_heap *h, size_t i, double old) {
  * a copy is cheap and the room then spares every later park a hole, and its holes are too few to
  * pay for a re-heap. A large one does not: a copy of megabytes and its page faults would cost
  * more than the holes that parks in place leave. */
-static inline bool grow_to_park(rl_heap *h) { return h->capacity < (1u << 16) && !holes_pay(h) && !grow(h); }
+static inline bool grow_to_park(rl_heap *h) {
+    return h->capacity < RL_HEAP_PARK_IN_PLACE_FROM && !holes_pay(h) && !grow(h);
+}
 
 /* The node at i (in the heap), keyed at INFINITY now: a hole where it was, and the node in the
  * parked region when it has room (the heap's room, the slot at the end the hole gives up, or a
  * small array grown). Otherwise, in a full array, the node stays in its hole, named by it, until
  * the hole leaves: O(1), where a re-heap or the copy of a large array was O(n) in one park. */
-void rl_heap_park(rl_heap *h, size_t i) {
+void rl_heap_park_any(rl_heap *h, size_t i) {
     rl_heap_node *node = h->slots[i].node;
     if (h->count + h->parked < h->capacity || i == h->count - 1 || grow_to_park(h)) {
         leave_hole(h, i); /* which may compact: room only grows */
@@ -279,6 +283,8 @@ void rl_heap_park(rl_heap *h, size_t i) {
     h->parked_in_heap++;
     compact_if_outnumbered(h);
 }
+
+void rl_heap_park(rl_heap *h, size_t i) { rl_heap_park_at(h, i); }
 
 /* The parked node at i, keyed at when now (not INFINITY): at the end of the heap, and up. The
  * slot it leaves in the region makes the room. */

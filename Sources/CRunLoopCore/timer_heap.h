@@ -132,9 +132,35 @@ static inline rl_heap_node *rl_heap_next(const rl_heap *h, size_t *i, double *wh
     }
 }
 
+/* rl_heap_insert's every case, the inline one's included. */
+__attribute__((visibility("hidden"))) int rl_heap_insert_any(rl_heap *h, rl_heap_node *node, double when);
+/* Drop the holes at the end of the heap (there is one at count - 1). */
+__attribute__((visibility("hidden"))) void rl_heap_trim_holes(rl_heap *h);
 /* 0 or -ENOMEM (then nothing changed). The capacity grows by doubling; removals halve it once
- * the heap is down to a quarter of it (above 256 slots). A node keyed at INFINITY is parked. */
-__attribute__((visibility("hidden"))) int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when);
+ * the heap is down to a quarter of it (above 256 slots). A node keyed at INFINITY is parked.
+ * Inline when the array has room and the date is not INFINITY (every add of a timer but the
+ * first of a new size, or a dormant one): the node goes up from the end as a hole that earlier
+ * parents move down into, and is stored once, where it stops. A hole of the heap sifts as the
+ * date it keeps (rl_heap_insert_any does the same), and one that moved down to the end is
+ * trimmed. */
+static inline int rl_heap_insert(rl_heap *h, rl_heap_node *node, double when) {
+    if (__builtin_expect(h->count + h->parked >= h->capacity, 0) || __builtin_expect(when == __builtin_inf(), 0))
+        return rl_heap_insert_any(h, node, when);
+    rl_heap_slot *slots = h->slots;
+    size_t i = h->count++;
+    while (i > 0) {
+        size_t parent = (i - 1) / RL_HEAP_ARITY;
+        if (!(when < slots[parent].when)) break;
+        slots[i] = slots[parent];
+        rl_heap_node *moved = rl_heap_named(&slots[i]);
+        if (moved) moved->index = (uint32_t)i;
+        i = parent;
+    }
+    slots[i] = (rl_heap_slot){when, node};
+    node->index = (uint32_t)i;
+    if (__builtin_expect(!rl_heap_live(&slots[h->count - 1]), 0)) rl_heap_trim_holes(h);
+    return 0;
+}
 /* Take node out (nothing when it is not in h). O(1) amortized: it leaves a hole (a parked node
  * leaves none). */
 __attribute__((visibility("hidden"))) void rl_heap_remove(rl_heap *h, rl_heap_node *node);
@@ -144,9 +170,42 @@ __attribute__((visibility("hidden"))) const rl_heap_slot *rl_heap_first(rl_heap 
 /* The out-of-line halves of rl_heap_update. */
 __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
+/* Park the node at i (in the heap's order): rl_heap_park_at, out of line. */
 __attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
+/* Every case of a park, the two of rl_heap_park_at included. */
+__attribute__((visibility("hidden"))) void rl_heap_park_any(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
 __attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when);
+/* A full array at least this large parks a node in its hole rather than grow (timer_heap.c). */
+#define RL_HEAP_PARK_IN_PLACE_FROM (1u << 16)
+/* A park inline in its two usual cases, a node that is not the heap's last, whose hole will not
+ * outnumber the nodes: with room in the array, a hole where it was and the node in the parked
+ * region; in a full array too large to grow for it, the node parked in its hole. Any other park
+ * (a trim, a growth, a compaction) is rl_heap_park_any's, which does the same in these two.
+ * rl_heap_update parks out of line (rl_heap_park), which keeps its inline copies small. */
+static inline void rl_heap_park_at(rl_heap *h, size_t i) {
+    size_t count = h->count, holes = h->holes + 1;
+    bool room = count + h->parked < h->capacity;
+    if (__builtin_expect(i + 1 != count, 1) && __builtin_expect(room || h->capacity >= RL_HEAP_PARK_IN_PLACE_FROM, 1)) {
+        size_t in_heap = h->parked_in_heap + !room;
+        /* rl_heap_park_any's compaction test, on the counts the park leaves */
+        if (__builtin_expect(holes - in_heap <= count - holes + h->parked + in_heap, 1)) {
+            rl_heap_node *node = h->slots[i].node;
+            h->holes = holes;
+            if (room) {
+                h->slots[i].node = RL_HEAP_HOLE;
+                size_t j = h->capacity - ++h->parked;
+                h->slots[j] = (rl_heap_slot){__builtin_inf(), node};
+                node->index = (uint32_t)j;
+            } else {
+                h->slots[i].node = rl_heap_tagged(node);
+                h->parked_in_heap = in_heap;
+            }
+            return;
+        }
+    }
+    rl_heap_park_any(h, i);
+}
 /* Give node (in h) the date when and restore the order: a later date sifts down only, an earlier
  * one up only, the same date not at all; INFINITY parks the node and a date unparks it, both O(1)
  * plus the sift up of a date (or from its slot, for a node parked in a full array);
@@ -175,6 +234,11 @@ static inline void rl_heap_update(rl_heap *h, rl_heap_node *node, double when) {
     } else {
         rl_heap_settle(h, i, old);
     }
+}
+/* rl_heap_update(h, node, INFINITY): park node unless it is parked already or not in h. */
+static inline void rl_heap_park_node(rl_heap *h, rl_heap_node *node) {
+    size_t i = node->index;
+    if (__builtin_expect(i < h->count, 1) && __builtin_expect(h->slots[i].node == node, 1)) rl_heap_park_at(h, i);
 }
 __attribute__((visibility("hidden"))) void rl_heap_free(rl_heap *h);
 
