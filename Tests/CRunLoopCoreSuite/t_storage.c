@@ -539,6 +539,15 @@ typedef struct {
     bool *dropped; /* the meddler's reference to h[i] is gone: it touches it no more */
 } owned_race_t;
 
+/* The end of a racing thread: it invalidates every handle it still holds and lets it go. */
+static void owned_race_end(owned_race_t *r) {
+    for (int i = 0; i < r->n; i++) {
+        if (r->dropped[i]) continue;
+        owned_invalidate(r->h[i]);
+        owned_put(r->h[i]);
+    }
+}
+
 /* A loop's turn: its default mode, then "other" (where callouts put timers too). */
 static void owned_turn(void) {
     if (rl_run_in_mode(DEF, 0.001, false) == RL_RUN_FINISHED) sched_yield();
@@ -566,11 +575,7 @@ static void *owned_meddler(void *arg) {
         default: sched_yield(); break;
         }
     }
-    for (int i = 0; i < r->n; i++) {
-        if (r->dropped[i]) continue;
-        owned_invalidate(r->h[i]);
-        owned_put(r->h[i]);
-    }
+    owned_race_end(r);
     return NULL;
 }
 
@@ -592,6 +597,22 @@ static void owned_make_all(owned_t **h, int n, int round, rl_loop_t *loop, doubl
     }
 }
 
+/* One round of a race: n handles made (owned_make_all), racer(arg) started on a thread of its
+ * own, the maker's references let go, and loop run until every handle's memory is handed back
+ * (or 20 s pass, racer joined on the way). Returns how many were handed back. */
+static int owned_round(owned_t **h, int n, int round, rl_loop_t *loop, double step, void *(*racer)(void *),
+                       void *arg) {
+    int base = atomic_load(&owned_dones);
+    owned_make_all(h, n, round, loop, rl_time_now(), step);
+    pthread_t th = tt_spawn(racer, arg);
+    for (int i = 0; i < n; i++) owned_put(h[i]); /* the maker's: the loop's hold remains */
+    double give_up = rl_time_now() + 20;
+    while (atomic_load(&owned_dones) - base < n && rl_time_now() < give_up) owned_turn();
+    tt_join(th);
+    while (atomic_load(&owned_dones) - base < n && rl_time_now() < give_up) owned_turn();
+    return atomic_load(&owned_dones) - base;
+}
+
 RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     enum { N = 400, ROUNDS = 25 };
     rl_loop_t *loop = rl_loop_get_current();
@@ -600,19 +621,10 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_under_races) {
     atomic_store(&owned_ends, 0);
     atomic_store(&owned_bad, 0);
     for (int round = 0; round < ROUNDS; round++) {
-        int base = atomic_load(&owned_dones);
-        double now = rl_time_now();
-        owned_make_all(h, N, round, loop, now, 1e-5);
         static bool dropped[N];
         memset(dropped, 0, sizeof dropped);
         owned_race_t r = {h, N, 2654435761u * (unsigned)(round + 1), loop, dropped};
-        pthread_t meddler = tt_spawn(owned_meddler, &r);
-        for (int i = 0; i < N; i++) owned_put(h[i]); /* the maker's: the loop's hold remains */
-        double give_up = rl_time_now() + 20;
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
-        tt_join(meddler);
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
-        RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
+        RLT_CHECK_EQ(owned_round(h, N, round, loop, 1e-5, owned_meddler, &r), N);
     }
     RLT_CHECK_EQ(atomic_load(&owned_ends), N * ROUNDS);
     RLT_CHECK_EQ(atomic_load(&owned_bad), 0);
@@ -694,11 +706,7 @@ static void *owned_mover(void *arg) {
         default: sched_yield(); break;
         }
     }
-    for (int i = 0; i < r->n; i++) {
-        if (r->dropped[i]) continue;
-        owned_invalidate(r->h[i]);
-        owned_put(r->h[i]);
-    }
+    owned_race_end(r);
     return NULL;
 }
 
@@ -714,19 +722,10 @@ RLT_TEST(one_shot_timers_whose_context_owns_them_end_once_moving_between_loops) 
     atomic_store(&owned_ends, 0);
     atomic_store(&owned_bad, 0);
     for (int round = 0; round < ROUNDS; round++) {
-        int base = atomic_load(&owned_dones);
-        double now = rl_time_now();
-        owned_make_all(h, N, round, loop, now, 1e-4);
         static bool dropped[N];
         memset(dropped, 0, sizeof dropped);
         owned_move_t m = {{h, N, 2246822519u * (unsigned)(round + 1), loop, dropped}, second.loop};
-        pthread_t mover = tt_spawn(owned_mover, &m);
-        for (int i = 0; i < N; i++) owned_put(h[i]);
-        double give_up = rl_time_now() + 20;
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
-        tt_join(mover);
-        while (atomic_load(&owned_dones) - base < N && rl_time_now() < give_up) owned_turn();
-        RLT_CHECK_EQ(atomic_load(&owned_dones) - base, N);
+        RLT_CHECK_EQ(owned_round(h, N, round, loop, 1e-4, owned_mover, &m), N);
     }
     atomic_store(&second.stop, true);
     tt_join(other);
