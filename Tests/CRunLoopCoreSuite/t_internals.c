@@ -212,6 +212,19 @@ RLT_TEST(timer_heap_walks_match_models) {
 
 /* n nodes into an empty heap, node i dated (i * stride) % n (a stride prime to n scatters them;
  * 1 puts node i at slot i). */
+/* Pop h empty from the top: the dates come in order, and h stays valid after each removal. */
+static void drain_in_order(rl_heap *h) {
+    const char *why = NULL;
+    double last = -1;
+    for (const rl_heap_slot *first; (first = rl_heap_first(h));) {
+        RLT_CHECK(first->when >= last);
+        last = first->when;
+        rl_heap_remove(h, first->node);
+        RLT_CHECK(rl_heap_verify(h, &why));
+    }
+    RLT_CHECK_EQ(rl_heap_size(h), (size_t)0);
+}
+
 static void fill_heap(rl_heap *h, rl_heap_node *nodes, int n, int stride) {
     for (int i = 0; i < n; i++) {
         nodes[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
@@ -409,14 +422,7 @@ RLT_TEST(heap_parks_in_place_when_the_array_is_full) {
     rl_heap_visit_due(&h, INFINITY, count_visit, &visited);
     RLT_CHECK_EQ(visited, (size_t)N - N / 4);
     RLT_CHECK(rl_heap_verify(&h, &why));
-    double last = -1;
-    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
-        RLT_CHECK(first->when >= last);
-        last = first->when;
-        rl_heap_remove(&h, first->node);
-        RLT_CHECK(rl_heap_verify(&h, &why));
-    }
-    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
+    drain_in_order(&h);
     rl_heap_free(&h);
 }
 
@@ -478,14 +484,7 @@ RLT_TEST(heap_shrinks_around_nodes_parked_in_holes) {
     /* Armed again (room now: to the end), then drained in date order. */
     for (int i = 10; i < 14; i++) rl_heap_update(&h, &nodes[i], (double)(100 - i));
     RLT_CHECK(rl_heap_verify(&h, &why));
-    double last = -1;
-    for (const rl_heap_slot *first; (first = rl_heap_first(&h));) {
-        RLT_CHECK(first->when >= last);
-        last = first->when;
-        rl_heap_remove(&h, first->node);
-        RLT_CHECK(rl_heap_verify(&h, &why));
-    }
-    RLT_CHECK_EQ(rl_heap_size(&h), (size_t)0);
+    drain_in_order(&h);
     rl_heap_free(&h);
 }
 
