@@ -514,30 +514,36 @@ static inline void end_handed_final(rl_timer_t *t) {
     final_release = outer;
 }
 
-/* rl_loop_add_timer's usual case, for the loop's own thread holding the lock: a timer that is not
- * held and belongs to no loop joins one mode named by name (not the common modes), or is refused
- * if invalid. Such a timer is in no mode, and no loop's common set (a loop disowns a timer only
- * once it left them all), so the generic add's steps shrink to a claim and one heap insertion: no hook called
- * through the kind, no look for an entry it cannot have, no chain, no wake (the loop's own thread
- * rearms its wait itself), and nothing handed or left to settle (both are a held timer's).
+/* rl_loop_add_timer's usual case, for the loop's own thread holding the lock: a timer that
+ * belongs to no loop joins one mode named by name (not the common modes), or is refused if
+ * invalid. Such a timer is in no mode, and no loop's common set (a loop disowns a timer only
+ * once it left them all), so the generic add's steps shrink to a claim (with a held timer's
+ * retain, as timer_enter) and one heap insertion: no hook called through the kind, no look for
+ * an entry it cannot have, no chain, no wake (the loop's own thread rearms its wait itself).
  * Returns what rl_loop_add_timer returns, or ADD_ANY (positive) when the case is another: the
- * caller then takes the generic path, under the same hold of the lock, having changed nothing. */
+ * caller then takes the generic path, under the same hold of the lock, having changed nothing.
+ * A failure may leave a held timer's release handed or due, as the generic add's does: the
+ * caller takes it once unlocked (add_own_failed). */
 enum { ADD_ANY = 1 };
 static inline __attribute__((always_inline)) int add_unowned_own(rl_loop_t *loop, rl_timer_t *t, const char *name) {
-    if (__builtin_expect(atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_HELD, 0) ||
-        __builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != NULL, 0) ||
+    if (__builtin_expect(atomic_load_explicit(&t->loop, memory_order_relaxed) != NULL, 0) ||
         __builtin_expect(rl_mode_name_is_common(name), 0) || __builtin_expect(atomic_load_explicit(&loop->dead, memory_order_relaxed), 0))
         return ADD_ANY;
+    /* An invalid timer is refused before its claim, as timer_enter refuses it: a held one's
+     * context ended with it, and must not be retained again. */
+    if (__builtin_expect(!(atomic_load_explicit(&t->obj.bits, memory_order_relaxed) & RL_TIMER_VALID), 0)) return -EINVAL;
     /* The claim (rl_owner_claim's compare-and-swap): another loop, or a thread marking it BUSY,
      * may have taken it since the load; the generic path sorts that out. */
     rl_loop_t *none = NULL;
     if (__builtin_expect(!atomic_compare_exchange_strong(&t->loop, &none, loop), 0)) return ADD_ANY;
-    /* VALID is read only now, after the claim, as timer_enter reads it again: an invalidation
-     * that found no owner is seen here, and the claim undone (-EINVAL). Reading it only here
-     * costs an invalid timer a claim and its undoing, and makes every invalid timer's add take
-     * this read, not only one that a race invalidated. These bits are also the ones to clear IDLE
-     * from (a loop that disowned the timer may have left it set). */
+    /* VALID is read again after the claim, as timer_enter reads it: an invalidation that landed
+     * since the first read and found no owner is seen here, and the claim undone (-EINVAL).
+     * These bits are also the ones to clear IDLE from (a loop that disowned the timer may have
+     * left it set). HELD never changes; a held
+     * timer's claim retains its context (or takes back a release still due) before anything can
+     * disown it again, as timer_enter's does. */
     unsigned char bits = atomic_load(&t->obj.bits);
+    if (bits & RL_TIMER_HELD) held_claimed(t);
     if (__builtin_expect(!(bits & RL_TIMER_VALID), 0)) return enter_invalidated(loop, t);
     rl_mode *mode = rl_mode_find(loop, name, true);
     rl_timer_entry *e = &t->first; /* unused: the timer is in no mode */
@@ -567,6 +573,17 @@ static __attribute__((noinline)) int add_any(rl_loop_t *loop, rl_timer_t *t, con
     return rc;
 }
 
+/* A failed short add (add_unowned_own): unlock, then run a held timer's release that the failure
+ * handed over or left due, as add_any does. Out of line: seldom taken. */
+static __attribute__((noinline)) int add_own_failed(rl_loop_t *loop, rl_timer_t *t, int rc) {
+    rl_timer_t *handed = take_handed(loop);
+    rl_loop_unlock_own(loop);
+    end_handed(handed);
+    settle_held(t);
+    RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
+    return rc;
+}
+
 int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
     if (!loop || !t) return -EINVAL;
     int rc = rl_mode_check_name(name);
@@ -576,7 +593,8 @@ int rl_loop_add_timer(rl_loop_t *loop, rl_timer_t *t, const char *name) {
         return add_any(loop, t, name);
     }
     rl_loop_lock_own(loop);
-    if (__builtin_expect((rc = add_unowned_own(loop, t, name)) == ADD_ANY, 0)) return add_any(loop, t, name);
+    if (__builtin_expect((rc = add_unowned_own(loop, t, name)) != 0, 0))
+        return rc == ADD_ANY ? add_any(loop, t, name) : add_own_failed(loop, t, rc);
     rl_loop_unlock_own(loop);
     RL_DEBUG_VERIFY(loop, "rl_loop_add_timer");
     return rc;

@@ -1,10 +1,10 @@
 /*
  * t_addfast.c - the loop's own thread's short paths for adding a timer and disarming one
  * (timer.c: add_unowned_own, disarm_own), and every case they hand to the generic path: they
- * must behave exactly as the generic calls do. The add's short path takes a valid timer, not
- * held, owned by no loop, to one mode named by name; the generic path takes the common modes
- * (by the RL_COMMON_MODES pointer or a copy of the name), held timers, timers of this loop or
- * another, invalid timers, and the calls of other threads. The disarm's short path parks a timer
+ * must behave exactly as the generic calls do. The add's short path takes a valid timer, held or
+ * not, owned by no loop, to one mode named by name; the generic path takes the common modes
+ * (by the RL_COMMON_MODES pointer or a copy of the name), timers of this loop or another, and
+ * the calls of other threads; an invalid timer is refused first. The disarm's short path parks a timer
  * of the caller's loop in one mode; a timer in several modes or none, in another loop or in none,
  * and the calls of other threads take the generic path. Their races with other threads are in
  * t_threads.c (threads_*_invalidated_while_its_loop_adds_it_stays_out), their failures to
@@ -153,9 +153,10 @@ RLT_TEST(addfast_invalid_timer_is_refused_and_kept_by_nothing) {
     RLT_CHECK_EQ(verify(loop), 0);
 }
 
-/* A held timer: the generic path, which retains its context as the loop claims it and releases it
- * as the loop lets it go. */
-RLT_TEST(addfast_held_timer_takes_the_generic_path) {
+/* A held timer takes the short path too: its claim retains the context once (a second mode does
+ * not), its removal from its last mode releases it, and an invalid one is refused before any
+ * claim, its ended context not retained again. */
+RLT_TEST(addfast_held_timer_claim_retains_its_context_once) {
     rl_loop_t *loop = rl_loop_get_current();
     tt_count_t c;
     memset(&c, 0, sizeof c);
@@ -165,12 +166,67 @@ RLT_TEST(addfast_held_timer_takes_the_generic_path) {
     RLT_CHECK_EQ(atomic_load(&c.retains), 0);
     RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
     RLT_CHECK_EQ(atomic_load(&c.retains), 1);
-    RLT_CHECK(rl_loop_contains_timer(loop, t, DEF));
-    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
-    RLT_CHECK_EQ(atomic_load(&c.releases), 1);
-    rl_release(t);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, "addfast.held"), 0); /* the generic path: owned */
     RLT_CHECK_EQ(atomic_load(&c.retains), 1);
+    RLT_CHECK(rl_loop_contains_timer(loop, t, DEF));
+    RLT_CHECK_EQ(verify(loop), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_remove_timer(loop, t, "addfast.held"), 0);
     RLT_CHECK_EQ(atomic_load(&c.releases), 1);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0); /* claimed again: retained again */
+    RLT_CHECK_EQ(atomic_load(&c.retains), 2);
+    rl_timer_invalidate(t);
+    RLT_CHECK_EQ(atomic_load(&c.releases), 2);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), -EINVAL);
+    RLT_CHECK_EQ(atomic_load(&c.retains), 2);
+    RLT_CHECK_EQ(atomic_load(&c.releases), 2);
+    rl_release(t);
+    RLT_CHECK_EQ(atomic_load(&c.retains), 2);
+    RLT_CHECK_EQ(atomic_load(&c.releases), 2);
+    RLT_CHECK_EQ(verify(loop), 0);
+}
+
+/* A held repeating timer whose callout takes it out of its only mode (the release falls due at the
+ * callout's end) and adds it back (the short path: the claim takes that release back instead of
+ * retaining): after the callout the loop holds the context once, as before, and fires it again. */
+typedef struct {
+    tt_count_t count;
+    int calls;
+    rl_loop_t *loop;
+    int removed, added;
+} held_readd_t;
+
+static void readd_self(rl_timer_t *t, void *info) {
+    held_readd_t *h = info;
+    if (h->calls++ == 0) {
+        h->removed = rl_loop_remove_timer(h->loop, t, DEF);
+        h->added = rl_loop_add_timer(h->loop, t, DEF);
+    }
+}
+
+RLT_TEST(addfast_held_timer_put_back_by_its_own_callout_keeps_one_hold) {
+    static held_readd_t h; /* static: a failed check returns with the timer still in the loop */
+    memset(&h, 0, sizeof h);
+    h.loop = rl_loop_get_current();
+    /* One info for the callback and the counters: they are its first member. */
+    rl_context_t held = {&h, tt_count_retain, tt_count_release};
+    rl_timer_t *u = rl_timer_create_held(rl_time_now(), 0.001, 0, readd_self, &held);
+    RLT_CHECK(u != NULL);
+    RLT_CHECK_EQ(rl_loop_add_timer(h.loop, u, DEF), 0);
+    RLT_CHECK_EQ(atomic_load(&h.count.retains), 1);
+    for (int i = 0; i < 200 && h.calls < 2; i++) (void)rl_run_in_mode(DEF, 0.01, true);
+    RLT_CHECK(h.calls >= 2);
+    RLT_CHECK_EQ(h.removed, 0);
+    RLT_CHECK_EQ(h.added, 0);
+    RLT_CHECK_EQ(atomic_load(&h.count.retains), 1);
+    RLT_CHECK_EQ(atomic_load(&h.count.releases), 0);
+    RLT_CHECK(rl_loop_contains_timer(h.loop, u, DEF));
+    RLT_CHECK_EQ(verify(h.loop), 0);
+    rl_timer_invalidate(u);
+    RLT_CHECK_EQ(atomic_load(&h.count.releases), 1);
+    rl_release(u);
+    RLT_CHECK_EQ(atomic_load(&h.count.retains), 1);
+    RLT_CHECK_EQ(atomic_load(&h.count.releases), 1);
 }
 
 /* A timer of another thread's loop: -EBUSY, and it stays there. */

@@ -112,8 +112,9 @@
  *   the thread did since the loop last read it. benchmarks/run's
  *   "timer re-arm" row gives the time next to the peers' idioms. The fire of a timeout costs what
  *   a one-shot timer's does minus its invalidation, plus the O(1) park. On the loop's own thread,
- *   adding a timer that is in no loop (not held) to one mode takes about 140 instructions (a
- *   compare-and-swap of its owner, one heap insertion and a reference), and rl_timer_disarm of a
+ *   adding a timer that is in no loop to one mode takes about 140 instructions (a
+ *   compare-and-swap of its owner, one heap insertion and a reference; a held timer's add also
+ *   calls its context's retain), and rl_timer_disarm of a
  *   timer in one mode about 95 (callgrind, "timers" at 1e5: benchmarks/README.md), where
  *   libev's ev_timer_start and ev_timer_stop take about 106 and 76 (it keeps no reference).
  *   Threads: from another thread it is the same call, and safe at any time, also while the
