@@ -72,14 +72,42 @@ static void move_parked(rl_heap *h, size_t cap) {
     for (size_t i = cap - h->parked; i < cap; i++) h->slots[i].node->index = (uint32_t)i;
 }
 
+/* The slot array is placed so that the four children of every node share one cache line: the
+ * children of node i are slots [4i + 1, 4i + 4], 64 bytes from slot 4i + 1 on, so slot 1 starts a
+ * line. The block starts RL_HEAP_PAD slots before slot 0, on a line (libev's HEAP0 does the same
+ * with its indexes). A plain malloc'd block is only 16-byte aligned: three times in four, every
+ * sift-down's look at four children would touch two lines, and which it is would change from one
+ * process (and one growth) to the next. */
+#define RL_HEAP_LINE 64
+#define RL_HEAP_PAD (RL_HEAP_LINE / sizeof(rl_heap_slot) - 1)
+
+/* A block for cap slots, placed as above; NULL when out of memory. */
+static rl_heap_slot *slots_alloc(size_t cap) {
+    size_t bytes = (cap + RL_HEAP_PAD) * sizeof(rl_heap_slot);
+    rl_heap_slot *block = rl_aligned_alloc(RL_HEAP_LINE, (bytes + RL_HEAP_LINE - 1) & ~(size_t)(RL_HEAP_LINE - 1));
+    return block ? block + RL_HEAP_PAD : NULL;
+}
+static void slots_free(rl_heap_slot *slots) {
+    if (slots) free(slots - RL_HEAP_PAD);
+}
+/* slots_alloc(cap) holding the first keep slots of old (old is kept: the caller frees it). */
+static rl_heap_slot *slots_copy(const rl_heap_slot *old, size_t keep, size_t cap) {
+    rl_heap_slot *slots = slots_alloc(cap);
+    if (slots && keep) memcpy(slots, old, keep * sizeof *slots);
+    return slots;
+}
+
 /* After a burst, give memory back by halves; the gap between the grow and shrink points keeps a
  * heap that hovers around a size from reallocating. Failing to shrink is harmless. */
 static void maybe_shrink(rl_heap *h) {
     while (h->capacity > 256 && h->count + h->parked <= h->capacity / 4) {
         size_t cap = h->capacity / 2;
         move_parked(h, cap);
-        rl_heap_slot *smaller = realloc(h->slots, cap * sizeof *smaller);
-        if (smaller) h->slots = smaller; /* else the old block, which is larger, keeps serving */
+        rl_heap_slot *smaller = slots_copy(h->slots, cap, cap);
+        if (smaller) { /* else the old block, which is larger, keeps serving */
+            slots_free(h->slots);
+            h->slots = smaller;
+        }
         h->capacity = cap;
         if (!smaller) return;
     }
@@ -140,8 +168,9 @@ static inline void trim(rl_heap *h) {
 static int grow(rl_heap *h) {
     size_t cap = h->capacity ? h->capacity * 2 : 8;
     if (cap >= RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
-    rl_heap_slot *grown = rl_realloc(h->slots, cap * sizeof *grown);
+    rl_heap_slot *grown = slots_copy(h->slots, h->capacity, cap);
     if (!grown) return -ENOMEM;
+    slots_free(h->slots);
     h->slots = grown;
     move_parked(h, cap); /* to the new top */
     h->capacity = cap;
@@ -335,7 +364,7 @@ void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(vo
 }
 
 void rl_heap_free(rl_heap *h) {
-    free(h->slots);
+    slots_free(h->slots);
     h->slots = NULL;
     h->count = h->capacity = h->holes = h->parked = h->parked_in_heap = 0;
 }
@@ -372,6 +401,10 @@ double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, dou
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {
     size_t holes = 0, parked_in_heap = 0;
+    if (h->slots && (uintptr_t)&h->slots[1] % RL_HEAP_LINE) {
+        *why = "the slots are not placed so that a node's children share a cache line";
+        return false;
+    }
     for (size_t i = 0; i < h->count; i++) {
         const rl_heap_slot *s = &h->slots[i];
         rl_heap_node *named = rl_heap_named(s);

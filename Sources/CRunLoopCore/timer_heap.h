@@ -8,8 +8,10 @@
  *
  * The array holds {when, node} slots, not node pointers: sifting compares the dates stored in
  * the array and follows a node pointer only to store the node's new index. At 1e5-1e6 entries a
- * pointer per comparison is a cache miss into a scattered object; a slot is 16 bytes, so the four
- * children of a node share one cache line. libev calls the same idea "heap cache at".
+ * pointer per comparison is a cache miss into a scattered object; a slot is 16 bytes, and the
+ * array is placed so that slot 1 starts a cache line (timer_heap.c, slots_alloc), so the four
+ * children of a node share one line. libev calls the same idea "heap cache at", and places its
+ * array the same way (HEAP0).
  *
  * Why 4-ary: the children are adjacent, the tree is half as deep as a binary heap, and sift-down
  * compares more per level but touches fewer levels; for timer workloads (mostly inserts and pops

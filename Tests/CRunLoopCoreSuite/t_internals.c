@@ -488,6 +488,40 @@ RLT_TEST(heap_shrinks_around_nodes_parked_in_holes) {
     rl_heap_free(&h);
 }
 
+/* The slot array is placed so that slot 1 starts a cache line, so the four children of any node
+ * (slots 4i + 1 to 4i + 4) share one line: after every growth, and every shrink. */
+static bool children_share_lines(const rl_heap *h) {
+    return !h->slots || (uintptr_t)&h->slots[1] % 64 == 0;
+}
+
+RLT_TEST(heap_children_of_a_node_share_a_cache_line_as_it_grows_and_shrinks) {
+    enum { N = 4096 };
+    static rl_heap_node nodes[N];
+    rl_heap h = {0};
+    size_t caps = 0, last = 0;
+    for (int i = 0; i < N; i++) {
+        nodes[i] = (rl_heap_node){.seq = (uint64_t)i, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(&h, &nodes[i], (double)((i * 7919) % N)), 0);
+        if (h.capacity != last) {
+            last = h.capacity;
+            caps++;
+            RLT_CHECK(children_share_lines(&h));
+        }
+    }
+    RLT_CHECK(caps >= 9); /* 8 to 4096: every doubling seen */
+    size_t shrinks = 0;
+    for (int i = N - 1; i >= 0; i--) {
+        rl_heap_remove(&h, &nodes[i]);
+        if (h.capacity != last) {
+            last = h.capacity;
+            shrinks++;
+            RLT_CHECK(children_share_lines(&h));
+        }
+    }
+    RLT_CHECK(shrinks >= 2);
+    rl_heap_free(&h);
+}
+
 /* The due walk goes level by level in the array's order, so a heap filled in key order is walked
  * in key order (the timer phase then has nothing to sort); a due set wider than the walk's queue
  * is still visited whole, once each. */
