@@ -406,7 +406,9 @@ void rl_loop_teardown(rl_loop_t *loop) {
     rl_timers_abandon_phase(loop);
     rl_loop_unlock(loop);
     rl_blocks_drop_all(loop);
-    /* One item at a time, so that nothing is allocated: teardown cannot fail halfway. */
+    /* One item at a time, so that nothing is allocated: teardown cannot fail halfway (a timer
+     * heap that empties may try to move to a smaller array, and keeps its larger one if that
+     * fails). */
     for (rl_object *item; (item = any_item(loop)) != NULL; rl_release(item)) {
         if (item->type == RL_TYPE_SOURCE) rl_source_remove_from_loop(loop, (rl_source_t *)item);
         else if (item->type == RL_TYPE_TIMER) rl_timer_remove_from_loop(loop, (rl_timer_t *)item);

@@ -79,7 +79,9 @@ static void move_parked(rl_heap *h, size_t cap) {
  * sift-down's look at four children would touch two lines, and which it is would change from one
  * process (and one growth) to the next. */
 #define RL_HEAP_LINE 64
-#define RL_HEAP_PAD (RL_HEAP_LINE / sizeof(rl_heap_slot) - 1)
+/* Where four slots do not make a line (a 32-bit build's 12-byte slot), no placement is tried. */
+#define RL_HEAP_PLACED (sizeof(rl_heap_slot) * RL_HEAP_ARITY == RL_HEAP_LINE)
+#define RL_HEAP_PAD (RL_HEAP_PLACED ? RL_HEAP_LINE / sizeof(rl_heap_slot) - 1 : 0)
 
 /* A block for cap slots, placed as above; NULL when out of memory. */
 static rl_heap_slot *slots_alloc(size_t cap) {
@@ -401,7 +403,7 @@ double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, dou
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {
     size_t holes = 0, parked_in_heap = 0;
-    if (h->slots && (uintptr_t)&h->slots[1] % RL_HEAP_LINE) {
+    if (RL_HEAP_PLACED && h->slots && (uintptr_t)&h->slots[1] % RL_HEAP_LINE) {
         *why = "the slots are not placed so that a node's children share a cache line";
         return false;
     }
