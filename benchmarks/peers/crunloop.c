@@ -142,7 +142,13 @@ static void *cr_timer_new(void *lp, bench_cb cb, void *arg)
 static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat)
 {
     rl_context_t ctx = { .info = &ti->item };
-    if (!(atomic_fetch_or(&ti->state, CR_BUSY) & CR_BUSY)) {
+    /* BUSY clear: no timer holds the storage, and nothing but this call (on the thread that
+     * starts the item, which also frees it) writes the state until a timer made here is done, so
+     * a plain store claims it (the acquiring load orders the last timer's done before the reuse):
+     * no locked instruction per timer for the adapter's own bookkeeping. */
+    int state = atomic_load_explicit(&ti->state, memory_order_acquire);
+    if (!(state & CR_BUSY)) {
+        atomic_store_explicit(&ti->state, state | CR_BUSY, memory_order_relaxed);
         rl_timer_storage st = { ti->storage, sizeof ti->storage, cr_storage_done };
         rl_timer_t *t = rl_timer_create_in(&st, repeat == 0 ? RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN : 0,
                                            date, repeat, 0, cr_timer_fired, &ctx);
