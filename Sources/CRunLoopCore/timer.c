@@ -539,9 +539,8 @@ static inline __attribute__((always_inline)) int add_unowned_own(rl_loop_t *loop
     /* VALID is read again after the claim, as timer_enter reads it: an invalidation that landed
      * since the first read and found no owner is seen here, and the claim undone (-EINVAL).
      * These bits are also the ones to clear IDLE from (a loop that disowned the timer may have
-     * left it set). HELD never changes; a held
-     * timer's claim retains its context (or takes back a release still due) before anything can
-     * disown it again, as timer_enter's does. */
+     * left it set). HELD never changes; a held timer's claim retains its context (or takes back
+     * a release still due) before anything can disown it again, as timer_enter's does. */
     unsigned char bits = atomic_load(&t->obj.bits);
     if (bits & RL_TIMER_HELD) held_claimed(t);
     if (__builtin_expect(!(bits & RL_TIMER_VALID), 0)) return enter_invalidated(loop, t);

@@ -142,10 +142,11 @@ static void *cr_timer_new(void *lp, bench_cb cb, void *arg)
 static rl_timer_t *cr_make_timer(cr_timer_item_t *ti, double date, double repeat)
 {
     rl_context_t ctx = { .info = &ti->item };
-    /* BUSY clear: no timer holds the storage, and nothing but this call (on the thread that
-     * starts the item, which also frees it) writes the state until a timer made here is done, so
-     * a plain store claims it (the acquiring load orders the last timer's done before the reuse):
-     * no locked instruction per timer for the adapter's own bookkeeping. */
+    /* BUSY clear: no timer holds the storage, so no done can write the state until a timer is
+     * made here, and FREED is written only by cr_timer_free, which the benchmarks never run
+     * during a start of the same item: a plain store claims it (the acquiring load orders the
+     * last timer's done before the reuse), with no locked instruction per timer for the
+     * adapter's own bookkeeping. */
     int state = atomic_load_explicit(&ti->state, memory_order_acquire);
     if (!(state & CR_BUSY)) {
         atomic_store_explicit(&ti->state, state | CR_BUSY, memory_order_relaxed);
