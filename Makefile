@@ -162,9 +162,17 @@ swift-build:
 # The C suite (CRunLoopCoreTests) runs apart from the Swift layer's tests: some C tests count the
 # process's open descriptors or children, which the Swift tests, running meanwhile in the same
 # process, would change.
+#
+# The suites that fork (their names end in ForkTests) run alone too, one at a time: a child of
+# fork holds copies of every descriptor the process has and, under a sanitizer, may stop in a
+# lock that another test's thread held at the fork. Run beside other tests, such a child kept
+# another test's socket open past its close, or hung itself.
+SWIFT_APART = --skip CRunLoopCoreTests --skip ForkTests
+
 swift-test: swift-build
 	$(SWIFTTEST) $(SWIFT) test --skip-build $(SWIFT_WFLAGS) --filter CRunLoopCoreTests
-	$(SWIFTTEST) $(SWIFT) test --skip-build $(SWIFT_WFLAGS) --skip CRunLoopCoreTests
+	$(SWIFTTEST) $(SWIFT) test --skip-build $(SWIFT_WFLAGS) --filter ForkTests --no-parallel
+	$(SWIFTTEST) $(SWIFT) test --skip-build $(SWIFT_WFLAGS) $(SWIFT_APART)
 
 # The experimental product (Sources/RunLoopExperimentalExecutors, Swift 6.3 SPI), tested the way
 # an app uses it: Tests/experimental-executors is a package of its own, built with the flag an
@@ -180,9 +188,10 @@ SWIFT_SANFLAGS = --disable-xctest
 
 swift-sanitize:
 	$(SWIFTTEST) $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS) --filter CRunLoopCoreTests
-	$(SWIFTTEST) $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS) --skip CRunLoopCoreTests
+	$(SWIFTTEST) $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS) --filter ForkTests --no-parallel
+	$(SWIFTTEST) $(SWIFT) test --sanitize=address --scratch-path .build-asan $(SWIFT_SANFLAGS) $(SWIFT_APART)
 	$(SWIFTTEST) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_SANFLAGS) --filter CRunLoopCoreTests
-	$(SWIFTTEST) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_SANFLAGS) --skip CRunLoopCoreTests
+	$(SWIFTTEST) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan $(SWIFT_SANFLAGS) $(SWIFT_APART)
 
 # ---- Everything --------------------------------------------------------------------------------
 
