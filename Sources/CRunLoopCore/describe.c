@@ -64,6 +64,7 @@ static void describe_mode(out_t *o, rl_loop_t *loop, rl_mode *m, double now) {
     double fire;
     for (size_t i = 0; (node = rl_heap_next(&m->timers, &i, &fire));) {
         rl_timer_t *t = rl_timer_of_node(node);
+        fire = atomic_load(&t->fire_date); /* the heap's date, but for a timer a fire phase took */
         put(o, "    timer %p order %ld next fire %.6f (in %.6f s) interval %.6f tolerance %.6f%s info %p\n",
             (void *)t, t->first.node.order, fire, isinf(fire) ? INFINITY : fire - now, rl_timer_get_interval(t),
             rl_timer_get_tolerance(t), (atomic_load(&t->obj.bits) & RL_TIMER_FIRING) ? " firing" : "", t->info);

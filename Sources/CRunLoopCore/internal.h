@@ -539,6 +539,17 @@ struct rl_loop {
      * the lock (the loop's thread reads the pointer without it: only it writes it). */
     struct rl_timer **phase_deferred;
     size_t phase_deferred_n, phase_deferred_cap;
+    /* The outermost fire phase parks the timers it took in its mode's heap before the first
+     * callout (timer.c: taken timers), their dates kept in the timers: the timers of
+     * taken[taken_at, taken_n) are still to fire or firing (the first, in a callout of the
+     * phase), each parked unless something moved it since.
+     * A run, a wait or a query of the next date on the loop's thread puts them back in the
+     * heap's order first (rl_timers_restore_taken), the one whose callout runs included.
+     * taken and taken_at: the loop's thread only; taken_n and taken_mode: written by it under
+     * the lock (verify reads them). */
+    const struct rl_due_timer *taken;
+    size_t taken_at, taken_n;
+    struct rl_mode *taken_mode;
     /* The timer callouts under way on the loop's thread, innermost first: frames on fire()'s
      * stack, so that a nested run fires none of them again (timer.c). The loop's thread only. */
     struct rl_firing *firing;
@@ -786,6 +797,9 @@ RL_HIDDEN bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run);
 static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
     loop->phase_deferred = NULL;
     loop->phase_deferred_n = loop->phase_deferred_cap = 0;
+    loop->taken = NULL; /* on that frame: its timers stay parked in a loop that only empties */
+    loop->taken_n = loop->taken_at = 0;
+    loop->taken_mode = NULL;
     loop->firing = NULL; /* the frames went with their thread (or stay in the parent) */
 }
 /* A timer callout under way on a loop's thread (fire()'s frame): published once its timer's
@@ -800,6 +814,15 @@ typedef struct rl_firing {
  * them is about to wait): from then on another thread reckoning the wake date passes them over,
  * as the loop's thread does. The loop's thread, before it waits (rl_wake_deadline). */
 RL_HIDDEN void rl_timers_publish_firing(rl_loop_t *loop);
+/* Put the timers the outermost fire phase took and has yet to fire back in its mode's heap order,
+ * at their dates (each parked since the phase took it, unless something moved it since): before
+ * a run, a wait or a query of the next fire date inside a callout of that phase, which would
+ * otherwise not see them, as CF's see its due timers until they fire. The loop's thread, loop
+ * locked. rl_timers_restore_taken_if_any: a load when there are none. */
+RL_HIDDEN void rl_timers_restore_taken(rl_loop_t *loop);
+static inline void rl_timers_restore_taken_if_any(rl_loop_t *loop) {
+    if (__builtin_expect(loop->taken_n != 0, 0)) rl_timers_restore_taken(loop);
+}
 /* Free the list a fire phase kept (the loop's destruction). */
 RL_HIDDEN void rl_timers_free_spare(rl_loop_t *loop);
 RL_HIDDEN void rl_observers_notify(rl_loop_t *loop, rl_run_frame *run, unsigned activity);

@@ -3,6 +3,7 @@
  * the main thread's loop; item ownership; stop; counters. (Waking a loop is wake.c's.)
  */
 #include "internal.h"
+#include "sort.h"
 #include "wait.h"
 #include "fd_table.h"
 #include "wake.h"
@@ -342,9 +343,14 @@ void rl_loop_stop(rl_loop_t *loop) {
 double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     if (!loop || rl_mode_check_name(mode) || rl_mode_name_is_common(mode)) return 0;
     rl_loop_lock_mutex(loop);
+    /* Asked inside a timer's callout: the phase's timers yet to fire count, as CF's do. */
+    if (rl_tls_loop == loop) rl_timers_restore_taken_if_any(loop);
     rl_mode *m = rl_mode_find(loop, mode, false);
     const rl_heap_slot *first = m ? rl_heap_first(&m->timers) : NULL;
-    double date = first ? first->when : m && m->timers.parked ? INFINITY : 0; /* only parked timers: never */
+    double date = first ? first->when : m && rl_heap_parked_count(&m->timers) ? INFINITY : 0; /* only parked timers: never */
+    /* Asked from another thread while the loop fires m's due timers, which it parked as it took
+     * them: the earliest it took (its list is sorted, and its keys stay put until it ends). */
+    if (m && loop->taken_n && loop->taken_mode == m && loop->taken[0].key.when < date) date = loop->taken[0].key.when;
     rl_loop_unlock(loop);
     return date;
 }

@@ -224,6 +224,7 @@ int rl_run_in_mode(const char *name, double seconds, bool return_after_source_ha
     else run.deadline = rl_time_now() + seconds;
 
     pthread_mutex_lock(&loop->lock);
+    rl_timers_restore_taken_if_any(loop); /* a run inside a timer's callout sees the phase's due timers */
     run.mode = rl_mode_find(loop, name, false);
     if (loop->dead) {
         pthread_mutex_unlock(&loop->lock);

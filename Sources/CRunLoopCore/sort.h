@@ -19,7 +19,7 @@ struct rl_timer;
  * are taken, since a chained entry is freed as its timer leaves the mode) and the timer; while
  * the list is sorted (before the timers are taken), tie holds the entry's seq for a run of equal
  * dates. */
-typedef struct {
+typedef struct rl_due_timer {
     rl_heap_slot key;
     union {
         struct rl_timer *timer;

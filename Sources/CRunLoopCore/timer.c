@@ -843,6 +843,19 @@ int rl_timer_rearm_from_loop_time(rl_timer_t *t, double seconds) {
     return rearm(t, seconds, true, "rl_timer_rearm_from_loop_time");
 }
 
+/* t's date INFINITY and its entries parked: set_fire_date_as(self, t, INFINITY, true) with no
+ * heap update's tests of where a node is and which way it goes (a park is always the same: out
+ * of the heap's order, O(1); a node parked already stays) and no new seq (a parked node is in no
+ * order, and arming it again gives it a new seq anyway). self owns t, locked, on its thread. */
+static inline __attribute__((always_inline)) void park_own(rl_loop_t *self, rl_timer_t *t) {
+    atomic_store_explicit(&t->fire_date, INFINITY, memory_order_relaxed);
+    uint32_t user = t->first.node.user; /* self's to read, now that it is seen to own t */
+    if (__builtin_expect(!(user & MORE) && (user >> SHIFT), 1))
+        rl_heap_park_node(&mode_of(self, &t->first)->timers, &t->first.node);
+    else
+        set_fire_date_of_entries(self, t, INFINITY); /* every entry, or none */
+}
+
 /* rl_timer_disarm on the loop's own thread (self), for a timer of self in one mode: move_date_own
  * at INFINITY with no heap update's tests of where the node is and which way it goes (a park is
  * always the same: out of the heap's order, O(1)) and no new seq: a parked node is in no order,
@@ -854,12 +867,7 @@ static inline __attribute__((always_inline)) bool disarm_own(rl_loop_t *self, rl
         rl_loop_unlock_own(self);
         return false;
     }
-    atomic_store_explicit(&t->fire_date, INFINITY, memory_order_relaxed);
-    uint32_t user = t->first.node.user; /* self's to read, now that it is seen to own t */
-    if (__builtin_expect(!(user & MORE) && (user >> SHIFT), 1))
-        rl_heap_park_node(&mode_of(self, &t->first)->timers, &t->first.node);
-    else
-        set_fire_date_of_entries(self, t, INFINITY); /* every entry, or none */
+    park_own(self, t);
     rl_loop_unlock_own(self);
     RL_DEBUG_VERIFY(self, "rl_timer_disarm");
     return true;
@@ -1079,9 +1087,14 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
             owner = rl_owner_lock(t, &t->loop);
         }
         if (held && !callout_mark_taken_off(loop, owner, t)) settle = true;
-        if (!(atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired))
+        if (atomic_load_explicit(&t->fire_date, memory_order_relaxed) > fired) {
+            /* moved on by the callout: kept */
+        } else if (__builtin_expect(!(bits & RL_TIMER_REPEATS) && owner == loop, 1)) {
+            park_own(loop, t); /* the phase parked it already, unless it was put back */
+        } else {
             set_fire_date_locked(owner, t, (bits & RL_TIMER_REPEATS) ? next_on_grid(fired, interval_of(t, bits), rl_time_now())
                                                                     : INFINITY);
+        }
         if (owner != loop) {
             rl_owner_unlock(&t->loop, owner);
         } else if (!outer) {
@@ -1184,9 +1197,44 @@ static void end_phase(rl_loop_t *loop, const rl_due_timer *left, size_t n_left) 
     size_t n = loop->phase_deferred_n;
     loop->phase_deferred = NULL; /* ended: no phase is published */
     loop->phase_deferred_n = loop->phase_deferred_cap = 0;
+    loop->taken = NULL; /* every timer it took fired or was put back */
+    loop->taken_at = loop->taken_n = 0;
+    loop->taken_mode = NULL;
     if (fast) rl_loop_unlock_own(loop);
     else rl_loop_unlock(loop);
     for (size_t i = 0; i < n; i++) rl_object_release(&deferred[i]->obj);
+}
+
+/* ---- Taken timers: the outermost phase parks the timers it took before its first callout ----
+ *
+ * A fired timeout is parked at INFINITY, and a fired one-shot timer leaves its mode: either way
+ * its node leaves the heap's order. The outermost phase does that for all its timers as it takes
+ * them, under the lock it holds for the walk that found them, in the order it will fire them:
+ * their slots are fresh from that walk, and a callout's fire then costs the heap nothing (a
+ * timeout's park at INFINITY finds it parked; a one-shot timer's removal takes it from the low
+ * end of the parked region, where the phase parked the first to fire last). The timer keeps its
+ * date meanwhile: its fire date, rl_timer_is_armed and the phase's own due test read the timer.
+ *
+ * Until it fires, such a timer is out of the heap's view: a run, a wait or a query of the next
+ * fire date made on the loop's thread inside a callout of the phase would miss it, where CF's see
+ * it until it fires. So each of those puts back first what the phase has yet to fire
+ * (rl_timers_restore_taken), and the phase then fires those as a nested phase would. Anything
+ * that moves a taken timer's date (a re-arm, a disarm: rl_heap_update) or takes it out of the
+ * mode sets its node right on the way; the phase puts back a timer it took and did not fire. */
+
+/* t's entry in mode keyed at t's date again, if it is parked while t has a date (the phase took
+ * it and nothing moved it since). Loop locked. */
+static void restore_taken_one(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
+    if (atomic_load_explicit(&t->loop, memory_order_relaxed) != loop) return;
+    rl_timer_entry *e = entry_for(t, mode);
+    if (!e) return;
+    double date = atomic_load_explicit(&t->fire_date, memory_order_relaxed);
+    if (rl_heap_when(&mode->timers, &e->node) != date) rl_heap_update(&mode->timers, &e->node, date);
+}
+
+void rl_timers_restore_taken(rl_loop_t *loop) {
+    for (size_t q = loop->taken_at; q < loop->taken_n; q++) restore_taken_one(loop, loop->taken_mode, loop->taken[q].timer);
+    loop->taken_at = loop->taken_n = 0;
 }
 
 /*
@@ -1213,6 +1261,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     }
     double now = rl_time_now();
     rl_loop_lock_mutex(loop);
+    if (!outer) rl_timers_restore_taken_if_any(loop); /* a run inside a callout did already */
     rl_heap_visit_due(&run->mode->timers, now, take_due, &list);
     rl_due_timer *due = list.due;
     size_t n = list.n;
@@ -1223,15 +1272,24 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
          * waits for its line: start loading a few ahead, so that the misses of a large batch
          * overlap. */
         if (outer) {
-            for (size_t q = 0; q < n; q++) {
-                if (q + FIRE_AHEAD < n) __builtin_prefetch(due[q + FIRE_AHEAD].key.node);
-                rl_timer_t *t = timer_of((rl_timer_entry *)due[q].key.node);
+            /* Last to fire first: the first to fire ends lowest in the parked region, where a
+             * one-shot timer's removal takes it with nothing moved (see "Taken timers"). */
+            rl_heap *h = &run->mode->timers;
+            for (size_t q = n; q-- > 0;) {
+                if (q >= FIRE_AHEAD) __builtin_prefetch(due[q - FIRE_AHEAD].key.node, 1);
+                rl_heap_node *node = due[q].key.node;
+                rl_timer_t *t = timer_of((rl_timer_entry *)node);
                 t->obj.marks |= RL_TIMER_TAKEN;
                 due[q].timer = t;
+                rl_heap_park_node(h, node);
             }
             loop->phase_deferred = due == inline_due ? inline_deferred : (rl_timer_t **)(void *)(due + list.cap);
             loop->phase_deferred_n = 0;
             loop->phase_deferred_cap = n;
+            loop->taken = due;
+            loop->taken_at = 0;
+            loop->taken_n = n;
+            loop->taken_mode = run->mode;
         } else {
             for (size_t q = 0; q < n; q++) {
                 if (q + FIRE_AHEAD < n) __builtin_prefetch(due[q + FIRE_AHEAD].key.node);
@@ -1264,22 +1322,19 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + ahead_timer < n) __builtin_prefetch(due[q + ahead_timer].timer);
-        if (q + ahead_rest < n) {
-            __builtin_prefetch(due[q + ahead_rest].timer->info);
-            /* and, in a heap larger than the caches, its slot, which a fired timeout's park
-             * writes (its index may be stale by then: a prefetch of a slot that is not its own
-             * costs nothing but the load). Only from the timer's first entry, inside the timer,
-             * which the phase keeps: an entry of a further mode is an allocation of its own,
-             * which an earlier callout's removal from that mode may have freed. */
-            const rl_heap_node *next = due[q + ahead_rest].key.node;
-            if (__builtin_expect(far, 0) && next == &due[q + ahead_rest].timer->first.node) {
-                uint32_t at = next->index;
-                if (at < run->mode->timers.capacity) __builtin_prefetch(&run->mode->timers.slots[at], 1);
-            }
-        }
+        if (q + ahead_rest < n) __builtin_prefetch(due[q + ahead_rest].timer->info);
         rl_timer_t *t = due[q].timer;
+        if (outer) loop->taken_at = q; /* a run in t's callout puts back t too: CF's next fire date counts it */
         unsigned done = fire(loop, t, now, found, outer);
         fired += done & FIRED;
+        if (__builtin_expect(!(done & FIRED), 0) && outer && loop->taken_n) {
+            /* Not fired (moved, disowned, or no longer due): keyed at its date again if still
+             * parked. A timer that fired was settled by fire() (parked at INFINITY, moved along
+             * its grid, or gone from the mode). */
+            rl_loop_lock_own(loop);
+            restore_taken_one(loop, run->mode, t);
+            rl_loop_unlock_own(loop);
+        }
         if (!outer) rl_object_release(&t->obj);
         else if (!(done & SETTLED)) due[left++].timer = t;
         unsigned long long p = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);

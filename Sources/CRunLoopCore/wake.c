@@ -155,6 +155,7 @@ static void timer_moved_earlier(rl_loop_t *loop, double deadline) {
 double rl_wake_deadline(rl_loop_t *loop, rl_mode *mode) {
     /* A wait inside a timer's callout: first make its timers' callouts known to other threads. */
     if (rl_tls_loop == loop && __builtin_expect(loop->firing != NULL, 0)) rl_timers_publish_firing(loop);
+    if (rl_tls_loop == loop) rl_timers_restore_taken_if_any(loop); /* a host's query inside a callout */
     double deadline = rl_timers_wake_date(mode);
     rl_run_frame *run = loop->run;
     if (run && !loop->host_mode && run->deadline > 0 && run->deadline < deadline) deadline = run->deadline;

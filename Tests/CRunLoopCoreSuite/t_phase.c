@@ -11,6 +11,7 @@
 #include "ttrace.h"
 #include "../../Sources/CRunLoopCore/internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -673,4 +674,201 @@ RLT_TEST(phase_in_a_large_heap_looks_ahead_at_no_entry_a_callout_freed) {
     }
     free(idle);
     RLT_CHECK(loop_ok(loop));
+}
+
+/* ---- The outermost phase parks what it took before its first callout (timer.c: taken timers) ---- */
+
+typedef struct {
+    rl_loop_t *loop;
+    rl_timer_t *t[4];
+    double date[4];
+    int calls;
+    bool parked[4], armed[4], dates_kept[4];
+    size_t taken_n;
+    int verified;   /* rl_loop_verify's answer in the first callout */
+    int action;     /* 1: the first callout re-arms t[1] later, disarms t[2], runs the mode */
+    int later_fired;
+} taken_probe_t;
+
+static bool node_parked(rl_loop_t *loop, rl_timer_t *t) {
+    rl_mode *m = rl_mode_find_by_name(loop, DEF, false);
+    return m && isinf(rl_heap_when(&m->timers, &t->first.node));
+}
+
+static void taken_probe(rl_timer_t *t, void *info) {
+    taken_probe_t *p = info;
+    if (p->calls++ || t != p->t[0]) {
+        if (t == p->t[1]) p->later_fired++;
+        return;
+    }
+    rl_loop_lock_mutex(p->loop);
+    for (int i = 0; i < 4; i++) {
+        p->parked[i] = node_parked(p->loop, p->t[i]);
+        p->armed[i] = rl_timer_is_armed(p->t[i]);
+        p->dates_kept[i] = rl_timer_get_next_fire_date(p->t[i]) == p->date[i];
+    }
+    p->taken_n = p->loop->taken_n;
+    rl_loop_unlock(p->loop);
+    char report[512];
+    p->verified = rl_loop_verify(p->loop, report, sizeof report);
+    if (p->action == 1) {
+        RLT_CHECK_EQ(rl_timer_rearm(p->t[1], 0.05), 0); /* keyed at its new date at once */
+        RLT_CHECK(!node_parked(p->loop, p->t[1]));
+        RLT_CHECK_EQ(rl_timer_disarm(p->t[2]), 0); /* parked already: stays */
+        RLT_CHECK(node_parked(p->loop, p->t[2]));
+        RLT_CHECK_EQ(rl_loop_verify(p->loop, report, sizeof report), 0);
+    }
+}
+
+static void taken_probe_run(taken_probe_t *p) {
+    p->loop = rl_loop_get_current();
+    rl_context_t c = {p, NULL, NULL};
+    double now = rl_time_now();
+    for (int i = 0; i < 4; i++) {
+        /* All due, t[0] first (a date gone counts as the time of the creation) */
+        p->t[i] = rl_timer_create_timeout(now - 1 + i * 1e-3, 0, taken_probe, &c);
+        RLT_CHECK(p->t[i] != NULL);
+        p->date[i] = rl_timer_get_next_fire_date(p->t[i]);
+        RLT_CHECK_EQ(rl_loop_add_timer(p->loop, p->t[i], DEF), 0);
+        RLT_CHECK(!node_parked(p->loop, p->t[i]));
+    }
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+}
+
+/* In the first callout every timer the phase took, that one's included, is parked while it keeps
+ * its date and stays armed; the loop is consistent all the same. Each fired timeout ends parked
+ * at INFINITY, and the phase leaves nothing taken. */
+RLT_TEST(phase_parks_the_timers_it_took_before_the_first_callout_and_they_keep_their_dates) {
+    taken_probe_t p = {0};
+    taken_probe_run(&p);
+    RLT_CHECK_EQ(p.calls, 4);
+    RLT_CHECK_EQ(p.taken_n, (size_t)4);
+    RLT_CHECK_EQ(p.verified, 0);
+    for (int i = 0; i < 4; i++) {
+        RLT_CHECK(p.parked[i]);
+        RLT_CHECK(p.armed[i]);
+        RLT_CHECK(p.dates_kept[i]);
+        RLT_CHECK(node_parked(p.loop, p.t[i]));
+        RLT_CHECK(!rl_timer_is_armed(p.t[i]));
+    }
+    RLT_CHECK_EQ(p.loop->taken_n, (size_t)0);
+    RLT_CHECK(loop_ok(p.loop));
+    for (int i = 0; i < 4; i++) {
+        rl_timer_invalidate(p.t[i]);
+        rl_release(p.t[i]);
+    }
+}
+
+/* An earlier callout re-arms a taken timer to a later date (keyed there at once, not fired by
+ * this phase, fired once at that date) and disarms another (left parked, never fired); the
+ * phase fires the rest. */
+RLT_TEST(phase_timer_moved_by_an_earlier_callout_is_keyed_at_its_new_date_at_once) {
+    taken_probe_t p = {0};
+    p.action = 1;
+    taken_probe_run(&p);
+    RLT_CHECK_EQ(p.calls, 2); /* t[0] and t[3] */
+    RLT_CHECK_EQ(p.later_fired, 0);
+    RLT_CHECK(rl_timer_is_armed(p.t[1]));
+    RLT_CHECK(!node_parked(p.loop, p.t[1]));
+    RLT_CHECK(!rl_timer_is_armed(p.t[2]) && node_parked(p.loop, p.t[2]));
+    RLT_CHECK(loop_ok(p.loop));
+    double until = rl_time_now() + 5;
+    while (p.later_fired == 0 && rl_time_now() < until) (void)rl_run_in_mode(DEF, 0.01, false);
+    RLT_CHECK_EQ(p.later_fired, 1);
+    RLT_CHECK_EQ(p.calls, 3);
+    RLT_CHECK(loop_ok(p.loop));
+    for (int i = 0; i < 4; i++) {
+        rl_timer_invalidate(p.t[i]);
+        rl_release(p.t[i]);
+    }
+}
+
+typedef struct {
+    rl_timer_t *other;
+    int calls, other_fired, verified;
+} other_mode_t;
+
+static void remove_from_other_mode(rl_timer_t *t, void *info) {
+    other_mode_t *o = info;
+    o->calls++;
+    if (t == o->other) {
+        o->other_fired++;
+        return;
+    }
+    /* o->other is taken, parked in DEF, and in "phase-other" too: its removal from there hands
+     * the phase a reference and takes the mark, and it stays parked in DEF until it fires. */
+    RLT_CHECK_EQ(rl_loop_remove_timer(rl_loop_get_current(), o->other, "phase-other"), 0);
+    char report[512];
+    o->verified = rl_loop_verify(rl_loop_get_current(), report, sizeof report);
+    if (o->verified) rlt_fail(__FILE__, __LINE__, "rl_loop_verify: %s", report);
+}
+
+/* An earlier callout removes a taken timer from its other mode: it fires once in this phase all
+ * the same, and the loop stays consistent throughout (fuzz regression
+ * taken_timer_removed_from_its_other_mode_in_a_callout_of_the_phase). */
+RLT_TEST(phase_taken_timer_removed_from_its_other_mode_by_an_earlier_callout_fires_once) {
+    rl_loop_t *loop = rl_loop_get_current();
+    other_mode_t o = {0};
+    rl_context_t c = {&o, NULL, NULL};
+    double now = rl_time_now();
+    rl_timer_t *a = rl_timer_create_timeout(now - 1, 0, remove_from_other_mode, &c);
+    rl_timer_t *b = o.other = rl_timer_create_timeout(now - 0.5, 0, remove_from_other_mode, &c);
+    RLT_CHECK(a && b);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, a, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, b, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, b, "phase-other"), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(o.calls, 2);
+    RLT_CHECK_EQ(o.other_fired, 1);
+    RLT_CHECK_EQ(o.verified, 0);
+    RLT_CHECK(!rl_loop_contains_timer(loop, b, "phase-other"));
+    RLT_CHECK(rl_loop_contains_timer(loop, b, DEF) && !rl_timer_is_armed(b));
+    RLT_CHECK(loop_ok(loop));
+    rl_timer_invalidate(a);
+    rl_timer_invalidate(b);
+    rl_release(a);
+    rl_release(b);
+}
+
+typedef struct {
+    rl_loop_t *loop;
+    double first_date, asked;
+    int calls;
+} asker_t;
+
+static void *ask_next_date(void *arg) {
+    asker_t *a = arg;
+    a->asked = rl_loop_get_next_timer_fire_date(a->loop, DEF);
+    return NULL;
+}
+
+static void ask_from_another_thread(rl_timer_t *t, void *info) {
+    (void)t;
+    asker_t *a = info;
+    if (a->calls++) return;
+    pthread_t th;
+    RLT_CHECK_EQ(pthread_create(&th, NULL, ask_next_date, a), 0);
+    pthread_join(th, NULL);
+}
+
+/* Asked from another thread while the loop fires its due timers (parked as the phase took them),
+ * the mode's next fire date is the earliest of them: due, not "never". */
+RLT_TEST(phase_next_fire_date_asked_from_another_thread_is_the_earliest_taken) {
+    asker_t a = {rl_loop_get_current(), 0, -1, 0};
+    rl_context_t c = {&a, NULL, NULL};
+    double now = rl_time_now();
+    rl_timer_t *t1 = rl_timer_create_timeout(now - 1, 0, ask_from_another_thread, &c);
+    rl_timer_t *t2 = rl_timer_create_timeout(now - 0.5, 0, ask_from_another_thread, &c);
+    RLT_CHECK(t1 && t2);
+    a.first_date = rl_timer_get_next_fire_date(t1);
+    RLT_CHECK_EQ(rl_loop_add_timer(a.loop, t1, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(a.loop, t2, DEF), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DEF, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(a.calls, 2);
+    RLT_CHECK(a.asked == a.first_date);
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(a.loop, DEF) == INFINITY); /* both dormant now */
+    rl_timer_invalidate(t1);
+    rl_timer_invalidate(t2);
+    rl_release(t1);
+    rl_release(t2);
 }

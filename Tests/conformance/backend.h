@@ -152,6 +152,11 @@ static inline void bk_timer_set_next_fire_date(bk_timer t, double d)
 {
     CFRunLoopTimerSetNextFireDate((CFRunLoopTimerRef)t, d);
 }
+static inline double bk_timer_next_fire_date(bk_timer t) { return CFRunLoopTimerGetNextFireDate((CFRunLoopTimerRef)t); }
+static inline double bk_next_timer_fire_date(bk_loop l, const char *mode)
+{
+    return CFRunLoopGetNextTimerFireDate((CFRunLoopRef)l, bk_cfmode(mode));
+}
 
 /* version-0 sources */
 static inline void bk_cf_perform_tramp(void *info)
@@ -298,6 +303,8 @@ static inline bool bk_contains_timer(bk_loop l, bk_timer t, const char *mode)
 static inline void bk_timer_invalidate(bk_timer t) { rl_timer_invalidate(t); }
 static inline bool bk_timer_is_valid(bk_timer t) { return rl_timer_is_valid(t); }
 static inline void bk_timer_set_next_fire_date(bk_timer t, double d) { rl_timer_set_next_fire_date(t, d); }
+static inline double bk_timer_next_fire_date(bk_timer t) { return rl_timer_get_next_fire_date(t); }
+static inline double bk_next_timer_fire_date(bk_loop l, const char *mode) { return rl_loop_get_next_timer_fire_date(l, mode); }
 
 /* version-0 sources */
 static inline void bk_rl_perform_tramp(void *info)

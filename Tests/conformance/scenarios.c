@@ -17,6 +17,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1339,6 +1340,94 @@ static void sc_nested_same_mode(void)
     drop_timer(q);
 }
 
+struct taken_state {
+    bk_loop loop;
+    bk_timer a, b;
+    int depth, d_fires;
+};
+
+static void taken_say(struct taken_state *st, const char *name)
+{
+    say("timer %s at depth %d", name, st->depth);
+}
+static void timer_taken_b(bk_timer t, void *info) { (void)t; taken_say(info, "B"); }
+static void timer_taken_c(bk_timer t, void *info) { (void)t; taken_say(info, "C"); }
+static void timer_taken_d(bk_timer t, void *info)
+{
+    (void)t;
+    struct taken_state *st = info;
+    st->d_fires++;
+    taken_say(st, "D");
+}
+
+/* Timer A's callout: a nested run of A's own mode. */
+static void timer_taken_a_runs(bk_timer t, void *info)
+{
+    (void)t;
+    struct taken_state *st = info;
+    taken_say(st, "A");
+    st->depth++;
+    int r = bk_run(BK_DEFAULT, 0.05, false);
+    st->depth--;
+    say("nested run default -> %d (%s)", r, res_name(r));
+}
+
+/* Timer A's callout: a nested poll of A's own mode (a run of 0 s). */
+static void timer_taken_a_polls(bk_timer t, void *info)
+{
+    (void)t;
+    struct taken_state *st = info;
+    taken_say(st, "A");
+    st->depth++;
+    int r = bk_run(BK_DEFAULT, 0, false);
+    st->depth--;
+    say("nested poll default -> %d (%s)", r, res_name(r));
+}
+
+/* Timer A's callout: which timer the loop says fires next. */
+static void timer_taken_a_asks(bk_timer t, void *info)
+{
+    (void)t;
+    struct taken_state *st = info;
+    taken_say(st, "A");
+    double next = bk_next_timer_fire_date(st->loop, BK_DEFAULT);
+    say("in A's callout the mode's next fire date is %s",
+        fabs(next - bk_timer_next_fire_date(st->a)) < 1e-3 ? "A's" :
+        fabs(next - bk_timer_next_fire_date(st->b)) < 1e-3 ? "B's" : "another");
+}
+
+/* Four timers due by the time the run starts, A first (B, then the repeating D, then C): the
+ * pass takes them all, and A's callout is a. */
+static void taken_timers(bk_timer_fn a_callout)
+{
+    bk_loop loop = bk_current();
+    struct taken_state st = { loop, NULL, NULL, 0, 0 };
+    bk_timer a = add_timer(loop, BK_DEFAULT, 0.01, 0, 0, a_callout, &st);
+    bk_timer b = add_timer(loop, BK_DEFAULT, 0.02, 0, 0, timer_taken_b, &st);
+    bk_timer d = add_timer(loop, BK_DEFAULT, 0.025, 1.0, 0, timer_taken_d, &st);
+    bk_timer c = add_timer(loop, BK_DEFAULT, 0.03, 0, 0, timer_taken_c, &st);
+    st.a = a;
+    st.b = b;
+    msleep(60);
+    run(BK_DEFAULT, 0.2, false);
+    say("D fired %d times; B valid %d, C valid %d", st.d_fires, bk_timer_is_valid(b), bk_timer_is_valid(c));
+    drop_timer(a);
+    drop_timer(b);
+    drop_timer(c);
+    drop_timer(d);
+}
+
+/* A's callout runs its own mode: the others fire in that nested run, once each, in date order,
+ * and the outer pass then passes over them (the one-shot ones are invalid, D has moved on). */
+static void sc_nested_run_fires_the_taken_timers(void) { taken_timers(timer_taken_a_runs); }
+
+/* The same with a poll: it fires the others too. */
+static void sc_nested_poll_fires_the_taken_timers(void) { taken_timers(timer_taken_a_polls); }
+
+/* The mode's next fire date, asked in A's callout, is A's own: the firing timer counts, at the
+ * date it fired for. */
+static void sc_next_fire_date_in_a_taken_timers_callout(void) { taken_timers(timer_taken_a_asks); }
+
 /* A signalled source removed from its mode and added back is still signalled. */
 static void sc_readd_signalled_source(void)
 {
@@ -2032,6 +2121,9 @@ static const struct scenario scenarios[] = {
     SC(equal_order_sources),
     SC(common_readd_after_remove_by_name),
     SC(nested_run_in_perform_performs_taken_sources),
+    SC(nested_run_fires_the_taken_timers),
+    SC(nested_poll_fires_the_taken_timers),
+    SC(next_fire_date_in_a_taken_timers_callout),
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
