@@ -1129,6 +1129,8 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
 }
 
 enum { FIRE_AHEAD = 8 };
+/* A heap of more slots than this (256 KB) is taken to be larger than the caches. */
+enum { FAR_SLOTS = 16384 };
 
 /* The due timers a pass takes: a list that starts on the stack (or in the loop's spare buffer)
  * and doubles. An allocated list has room for as many again after its cap: the radix sort's
@@ -1275,8 +1277,15 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             /* Last to fire first: the first to fire ends lowest in the parked region, where a
              * one-shot timer's removal takes it with nothing moved (see "Taken timers"). */
             rl_heap *h = &run->mode->timers;
+            bool far_slots = h->capacity > FAR_SLOTS;
             for (size_t q = n; q-- > 0;) {
                 if (q >= FIRE_AHEAD) __builtin_prefetch(due[q - FIRE_AHEAD].key.node, 1);
+                /* and, in a heap larger than the caches, the slot each park writes, once the
+                 * node that says where it is has had time to come in */
+                if (__builtin_expect(far_slots, 0) && q >= FIRE_AHEAD / 2) {
+                    uint32_t at = due[q - FIRE_AHEAD / 2].key.node->index;
+                    if (at < h->capacity) __builtin_prefetch(&h->slots[at], 1);
+                }
                 rl_heap_node *node = due[q].key.node;
                 rl_timer_t *t = timer_of((rl_timer_entry *)node);
                 t->obj.marks |= RL_TIMER_TAKEN;
@@ -1310,7 +1319,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
     unsigned long long passes = atomic_load_explicit(&loop->counters.passes, memory_order_relaxed);
     unsigned fired = 0;
     size_t left = 0; /* outer: the timers fire() did not settle, gathered at the front */
-    bool far = run->mode->timers.capacity > 16384; /* slots: 256 KB */
+    bool far = run->mode->timers.capacity > FAR_SLOTS;
     /* How far ahead the loads start: the timer, then (once its line is in) its context and
      * slot. A callout of a small batch takes longer than a miss; in a heap larger than the
      * caches, where the timers, contexts and slots all miss (and their pages too), one callout
