@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #define DEF RL_DEFAULT_MODE
@@ -871,4 +872,71 @@ RLT_TEST(phase_next_fire_date_asked_from_another_thread_is_the_earliest_taken) {
     rl_timer_invalidate(t2);
     rl_release(t1);
     rl_release(t2);
+}
+
+/* ---- Review of 8f8afba: a timer the phase took, invalidated by another thread during its own
+ * callout. rl_timer_invalidate clears VALID first and takes the timer out of its loop after
+ * (rl_owner_lock: the item stripe, then the loop's lock). Between the two, the phase sees the
+ * timer invalid when its callout returns and returns FIRED without touching it: the node stays
+ * parked with its finite date, the phase ends (taken_n = 0), and rl_loop_verify (every
+ * RL_DEBUG_VERIFY of that loop, on any thread) calls the loop inconsistent until the invalidating
+ * thread gets the lock. The test holds the timer's item stripe through the window to make it
+ * last. ---- */
+
+typedef struct {
+    rl_timer_t *t;
+} invalidator_t;
+
+static void *invalidate_it(void *arg) {
+    rl_timer_invalidate(((invalidator_t *)arg)->t);
+    return NULL;
+}
+
+typedef struct {
+    pthread_t th;
+    invalidator_t inv;
+    int calls;
+} window_t;
+
+static void invalidated_elsewhere_in_its_callout(rl_timer_t *t, void *info) {
+    window_t *w = info;
+    if (w->calls++) return;
+    w->inv.t = t;
+    rl_item_lock(t); /* the other thread's rl_owner_lock waits here, VALID cleared already */
+    RLT_CHECK_EQ(pthread_create(&w->th, NULL, invalidate_it, &w->inv), 0);
+    while (rl_timer_is_valid(t)) sched_yield();
+}
+
+static void taken_timer_invalidated_elsewhere_in_its_callout(bool timeout) {
+    rl_loop_t *loop = rl_loop_get_current();
+    window_t w = {0};
+    rl_context_t c = {&w, NULL, NULL};
+    double now = rl_time_now();
+    rl_timer_t *t = timeout ? rl_timer_create_timeout(now - 1, 0, invalidated_elsewhere_in_its_callout, &c)
+                            : rl_timer_create(now - 1, 0, 0, invalidated_elsewhere_in_its_callout, &c);
+    rl_timer_t *keep = rl_timer_create(now + 1000, 0, 0, invalidated_elsewhere_in_its_callout, &c);
+    RLT_CHECK(t && keep);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, t, DEF), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, keep, DEF), 0);
+    int ran = rl_run_in_mode(DEF, 0, false);
+    /* The phase is over; the invalidating thread has not taken t out yet. */
+    char report[512];
+    int bad = rl_loop_verify(loop, report, sizeof report);
+    rl_item_unlock(t); /* first: a failed check ends the test */
+    pthread_join(w.th, NULL);
+    RLT_CHECK_EQ(ran, RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(w.calls, 1);
+    if (bad) rlt_fail(__FILE__, __LINE__, "after the phase, before the invalidation's removal: %s", report);
+    RLT_CHECK(loop_ok(loop));
+    rl_timer_invalidate(keep);
+    rl_release(keep);
+    rl_release(t);
+}
+
+RLT_TEST(review_taken_timeout_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
+    taken_timer_invalidated_elsewhere_in_its_callout(true);
+}
+
+RLT_TEST(review_taken_one_shot_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
+    taken_timer_invalidated_elsewhere_in_its_callout(false);
 }

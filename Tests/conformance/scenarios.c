@@ -1428,6 +1428,54 @@ static void sc_nested_poll_fires_the_taken_timers(void) { taken_timers(timer_tak
  * date it fired for. */
 static void sc_next_fire_date_in_a_taken_timers_callout(void) { taken_timers(timer_taken_a_asks); }
 
+/* The mode's next fire date asked from another thread in the callouts of B and C, which one pass
+ * took with A (A, then B, fired and are gone): CF's answer is the firing timer's date (it stays
+ * first in the mode's list until its callout returns). */
+struct xthread_state {
+    bk_loop loop;
+    double date[3];
+    int calls;
+    const char *scenario;
+};
+static void *xthread_ask(void *p)
+{
+    struct xthread_state *st = p;
+    tl_scenario = st->scenario;
+    double next = bk_next_timer_fire_date(st->loop, BK_DEFAULT);
+    const char *which = "another";
+    for (int i = 0; i < 3; i++)
+        if (fabs(next - st->date[i]) < 1e-6) which = i == 0 ? "A's" : i == 1 ? "B's" : "C's";
+    say("asked from another thread in callout %d: %s", st->calls, which);
+    return NULL;
+}
+static void timer_xthread(bk_timer t, void *info)
+{
+    (void)t;
+    struct xthread_state *st = info;
+    st->calls++;
+    if (st->calls == 1) return; /* A */
+    pthread_t th;
+    if (pthread_create(&th, NULL, xthread_ask, st) != 0) abort();
+    pthread_join(th, NULL);
+}
+static void sc_next_fire_date_from_another_thread_in_a_later_taken_callout(void)
+{
+    bk_loop loop = bk_current();
+    struct xthread_state st = { loop, {0, 0, 0}, 0, tl_scenario };
+    bk_timer a = add_timer(loop, BK_DEFAULT, 0.01, 0, 0, timer_xthread, &st);
+    bk_timer b = add_timer(loop, BK_DEFAULT, 0.02, 0, 0, timer_xthread, &st);
+    bk_timer c = add_timer(loop, BK_DEFAULT, 0.03, 0, 0, timer_xthread, &st);
+    st.date[0] = bk_timer_next_fire_date(a);
+    st.date[1] = bk_timer_next_fire_date(b);
+    st.date[2] = bk_timer_next_fire_date(c);
+    msleep(60);
+    run(BK_DEFAULT, 0, false);
+    say("%d callouts", st.calls);
+    drop_timer(a);
+    drop_timer(b);
+    drop_timer(c);
+}
+
 /* A signalled source removed from its mode and added back is still signalled. */
 static void sc_readd_signalled_source(void)
 {
@@ -2124,6 +2172,7 @@ static const struct scenario scenarios[] = {
     SC(nested_run_fires_the_taken_timers),
     SC(nested_poll_fires_the_taken_timers),
     SC(next_fire_date_in_a_taken_timers_callout),
+    SC(next_fire_date_from_another_thread_in_a_later_taken_callout),
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
