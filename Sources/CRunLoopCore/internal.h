@@ -539,17 +539,6 @@ struct rl_loop {
      * the lock (the loop's thread reads the pointer without it: only it writes it). */
     struct rl_timer **phase_deferred;
     size_t phase_deferred_n, phase_deferred_cap;
-    /* The outermost fire phase parks the timers it took in its mode's heap before the first
-     * callout (timer.c: taken timers), their dates kept in the timers: the timers of
-     * taken[taken_at, taken_n) are still to fire or firing (the first, in a callout of the
-     * phase), each parked unless something moved it since.
-     * A run, a wait or a query of the next date on the loop's thread puts them back in the
-     * heap's order first (rl_timers_restore_taken), the one whose callout runs included.
-     * taken and taken_at: the loop's thread only; taken_n and taken_mode: written by it under
-     * the lock (verify reads them). */
-    const struct rl_due_timer *taken;
-    size_t taken_at, taken_n;
-    struct rl_mode *taken_mode;
     /* The timer callouts under way on the loop's thread, innermost first: frames on fire()'s
      * stack, so that a nested run fires none of them again (timer.c). The loop's thread only. */
     struct rl_firing *firing;
@@ -576,6 +565,20 @@ struct rl_loop {
     _Atomic double spin;          /* the spin window in seconds (rl_loop_set_spin: any thread; relaxed) */
     rl_counters counters;
     rl_lag lag;
+    /* The outermost fire phase parks the timers it took in its mode's heap before the first
+     * callout (timer.c: taken timers), their dates kept in the timers: the timers of
+     * taken[taken_at, taken_n) are still to fire or firing (the first, in a callout of the
+     * phase), each parked unless something moved it since.
+     * A run, a wait or a query of the next date on the loop's thread puts them back in the
+     * heap's order first (rl_timers_restore_taken), the one whose callout runs included.
+     * All written by the loop's thread only: taken, taken_n and taken_mode under the lock,
+     * taken_at (atomic, relaxed) as each callout begins. Other threads read them under the lock
+     * (verify; the mode's next fire date: the firing timer's, taken[taken_at], whose key stays
+     * put until the phase ends). */
+    const struct rl_due_timer *taken;
+    atomic_size_t taken_at;
+    size_t taken_n;
+    struct rl_mode *taken_mode;
 };
 
 /* A spin-wait hint: lets the sibling hyperthread run, and costs the bus nothing. */
@@ -798,7 +801,8 @@ static inline void rl_timers_abandon_phase(rl_loop_t *loop) {
     loop->phase_deferred = NULL;
     loop->phase_deferred_n = loop->phase_deferred_cap = 0;
     loop->taken = NULL; /* on that frame: its timers stay parked in a loop that only empties */
-    loop->taken_n = loop->taken_at = 0;
+    loop->taken_n = 0;
+    atomic_store_explicit(&loop->taken_at, 0, memory_order_relaxed);
     loop->taken_mode = NULL;
     loop->firing = NULL; /* the frames went with their thread (or stay in the parent) */
 }

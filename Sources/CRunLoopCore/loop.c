@@ -349,8 +349,12 @@ double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode) {
     const rl_heap_slot *first = m ? rl_heap_first(&m->timers) : NULL;
     double date = first ? first->when : m && rl_heap_parked_count(&m->timers) ? INFINITY : 0; /* only parked timers: never */
     /* Asked from another thread while the loop fires m's due timers, which it parked as it took
-     * them: the earliest it took (its list is sorted, and its keys stay put until it ends). */
-    if (m && loop->taken_n && loop->taken_mode == m && loop->taken[0].key.when < date) date = loop->taken[0].key.when;
+     * them: the date of the one whose callout runs (CF's answer: the list is sorted, the rest
+     * are due no earlier, and its keys stay put until the phase ends). */
+    if (m && loop->taken_n && loop->taken_mode == m) {
+        size_t at = atomic_load_explicit(&loop->taken_at, memory_order_relaxed);
+        if (at < loop->taken_n && loop->taken[at].key.when < date) date = loop->taken[at].key.when;
+    }
     rl_loop_unlock(loop);
     return date;
 }

@@ -1131,6 +1131,8 @@ static unsigned fire(rl_loop_t *loop, rl_timer_t *t, double now, double found, b
 enum { FIRE_AHEAD = 8 };
 /* A heap of more slots than this (256 KB) is taken to be larger than the caches. */
 enum { FAR_SLOTS = 16384 };
+/* How far ahead the phase's marking loop loads a slot in such a heap (its node twice as far). */
+enum { FAR_AHEAD = 12 };
 
 /* The due timers a pass takes: a list that starts on the stack (or in the loop's spare buffer)
  * and doubles. An allocated list has room for as many again after its cap: the radix sort's
@@ -1200,7 +1202,8 @@ static void end_phase(rl_loop_t *loop, const rl_due_timer *left, size_t n_left) 
     loop->phase_deferred = NULL; /* ended: no phase is published */
     loop->phase_deferred_n = loop->phase_deferred_cap = 0;
     loop->taken = NULL; /* every timer it took fired or was put back */
-    loop->taken_at = loop->taken_n = 0;
+    loop->taken_n = 0;
+    atomic_store_explicit(&loop->taken_at, 0, memory_order_relaxed);
     loop->taken_mode = NULL;
     if (fast) rl_loop_unlock_own(loop);
     else rl_loop_unlock(loop);
@@ -1211,8 +1214,8 @@ static void end_phase(rl_loop_t *loop, const rl_due_timer *left, size_t n_left) 
  *
  * A fired timeout is parked at INFINITY, and a fired one-shot timer leaves its mode: either way
  * its node leaves the heap's order. The outermost phase does that for all its timers as it takes
- * them, under the lock it holds for the walk that found them, in the order it will fire them:
- * their slots are fresh from that walk, and a callout's fire then costs the heap nothing (a
+ * them, under the lock it holds for the walk that found them: their slots are fresh from that
+ * walk, and a callout's fire then costs the heap nothing (a
  * timeout's park at INFINITY finds it parked; a one-shot timer's removal takes it from the low
  * end of the parked region, where the phase parked the first to fire last). The timer keeps its
  * date meanwhile: its fire date, rl_timer_is_armed and the phase's own due test read the timer.
@@ -1220,9 +1223,11 @@ static void end_phase(rl_loop_t *loop, const rl_due_timer *left, size_t n_left) 
  * Until it fires, such a timer is out of the heap's view: a run, a wait or a query of the next
  * fire date made on the loop's thread inside a callout of the phase would miss it, where CF's see
  * it until it fires. So each of those puts back first what the phase has yet to fire
- * (rl_timers_restore_taken), and the phase then fires those as a nested phase would. Anything
+ * (rl_timers_restore_taken), and the phase then fires those as a nested phase would (another
+ * thread's query reads the firing timer's date from the phase's list instead). Anything
  * that moves a taken timer's date (a re-arm, a disarm: rl_heap_update) or takes it out of the
- * mode sets its node right on the way; the phase puts back a timer it took and did not fire. */
+ * mode sets its node right on the way; the phase puts back a timer it took and did not settle
+ * (not fired, or invalidated by another thread during its callout, whose removal is to come). */
 
 /* t's entry in mode keyed at t's date again, if it is parked while t has a date (the phase took
  * it and nothing moved it since). Loop locked. */
@@ -1235,8 +1240,10 @@ static void restore_taken_one(rl_loop_t *loop, rl_mode *mode, rl_timer_t *t) {
 }
 
 void rl_timers_restore_taken(rl_loop_t *loop) {
-    for (size_t q = loop->taken_at; q < loop->taken_n; q++) restore_taken_one(loop, loop->taken_mode, loop->taken[q].timer);
-    loop->taken_at = loop->taken_n = 0;
+    for (size_t q = atomic_load_explicit(&loop->taken_at, memory_order_relaxed); q < loop->taken_n; q++)
+        restore_taken_one(loop, loop->taken_mode, loop->taken[q].timer);
+    loop->taken_n = 0;
+    atomic_store_explicit(&loop->taken_at, 0, memory_order_relaxed);
 }
 
 /*
@@ -1277,13 +1284,15 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             /* Last to fire first: the first to fire ends lowest in the parked region, where a
              * one-shot timer's removal takes it with nothing moved (see "Taken timers"). */
             rl_heap *h = &run->mode->timers;
+            /* In a heap larger than the caches the nodes and the slots each park writes all
+             * miss, and a mark and a park take little time: look further ahead there, and load
+             * a slot once the node that says where it is has had time to come in. */
             bool far_slots = h->capacity > FAR_SLOTS;
+            size_t ahead = far_slots ? 2 * FAR_AHEAD : FIRE_AHEAD;
             for (size_t q = n; q-- > 0;) {
-                if (q >= FIRE_AHEAD) __builtin_prefetch(due[q - FIRE_AHEAD].key.node, 1);
-                /* and, in a heap larger than the caches, the slot each park writes, once the
-                 * node that says where it is has had time to come in */
-                if (__builtin_expect(far_slots, 0) && q >= FIRE_AHEAD / 2) {
-                    uint32_t at = due[q - FIRE_AHEAD / 2].key.node->index;
+                if (q >= ahead) __builtin_prefetch(due[q - ahead].key.node, 1);
+                if (__builtin_expect(far_slots, 0) && q >= FAR_AHEAD) {
+                    uint32_t at = due[q - FAR_AHEAD].key.node->index;
                     if (at < h->capacity) __builtin_prefetch(&h->slots[at], 1);
                 }
                 rl_heap_node *node = due[q].key.node;
@@ -1296,7 +1305,7 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
             loop->phase_deferred_n = 0;
             loop->phase_deferred_cap = n;
             loop->taken = due;
-            loop->taken_at = 0;
+            atomic_store_explicit(&loop->taken_at, 0, memory_order_relaxed);
             loop->taken_n = n;
             loop->taken_mode = run->mode;
         } else {
@@ -1331,15 +1340,31 @@ bool rl_timers_fire_due(rl_loop_t *loop, rl_run_frame *run) {
         /* The next callouts' timers and context (the user's memory, cold): load them while
          * this one runs. */
         if (q + ahead_timer < n) __builtin_prefetch(due[q + ahead_timer].timer);
-        if (q + ahead_rest < n) __builtin_prefetch(due[q + ahead_rest].timer->info);
+        if (q + ahead_rest < n) {
+            __builtin_prefetch(due[q + ahead_rest].timer->info);
+            /* and, in a heap larger than the caches, its slot, which a fired timeout's park
+             * reads (a node parked in its hole, in a full array) or writes (a nested phase's, a
+             * timer put back): its index may be stale by then, and a prefetch of a slot that is
+             * not its own costs nothing but the load. Only from the timer's first entry, inside
+             * the timer, which the phase keeps: an entry of a further mode is an allocation of
+             * its own, which an earlier callout's removal from that mode may have freed. */
+            const rl_heap_node *next = due[q + ahead_rest].key.node;
+            if (__builtin_expect(far, 0) && next == &due[q + ahead_rest].timer->first.node) {
+                uint32_t at = next->index;
+                if (at < run->mode->timers.count) __builtin_prefetch(&run->mode->timers.slots[at]);
+            }
+        }
         rl_timer_t *t = due[q].timer;
-        if (outer) loop->taken_at = q; /* a run in t's callout puts back t too: CF's next fire date counts it */
+        /* A run in t's callout puts back t too, and CF's next fire date counts it. */
+        if (outer) atomic_store_explicit(&loop->taken_at, q, memory_order_relaxed);
         unsigned done = fire(loop, t, now, found, outer);
         fired += done & FIRED;
-        if (__builtin_expect(!(done & FIRED), 0) && outer && loop->taken_n) {
-            /* Not fired (moved, disowned, or no longer due): keyed at its date again if still
-             * parked. A timer that fired was settled by fire() (parked at INFINITY, moved along
-             * its grid, or gone from the mode). */
+        if (__builtin_expect(!(done & SETTLED), 0) && outer && loop->taken_n) {
+            /* Not settled: not fired (moved, disowned, no longer due), or fired while another
+             * thread invalidated it, whose removal is still to come: keyed at its date again if
+             * still parked, so that the loop is as before the phase took it (the phase keeps it
+             * alive until it ends). One that fire() settled is parked at INFINITY, moved along
+             * its grid, or gone from the mode. */
             rl_loop_lock_own(loop);
             restore_taken_one(loop, run->mode, t);
             rl_loop_unlock_own(loop);

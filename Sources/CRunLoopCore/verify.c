@@ -55,6 +55,13 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m, size_t *taken)
     CHECK(rl_heap_verify(&m->timers, &why), "mode %s: timer heap: %s", m->name, why ? why : "?");
     rl_heap_node *node;
     double when;
+    /* How many of m's timers its fire phase took and has yet to settle: taken_at is read first,
+     * and only grows while the lock is held here (a callout begins), so this is a bound. */
+    size_t unsettled = 0, parked_with_date = 0;
+    if (loop->taken_n && loop->taken_mode == m) {
+        size_t at = atomic_load_explicit(&loop->taken_at, memory_order_relaxed);
+        unsettled = at < loop->taken_n ? loop->taken_n - at : 0;
+    }
     for (size_t i = 0; (node = rl_heap_next(&m->timers, &i, &when));) {
         rl_timer_entry *e = (rl_timer_entry *)node;
         rl_timer_t *t = rl_timer_of_node(&e->node);
@@ -79,10 +86,12 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m, size_t *taken)
               "mode %s: timer %p: REPEATS and its interval disagree", m->name, (void *)t);
         CHECK(listed, "mode %s: timer %p does not list its heap entry", m->name, (void *)t);
         /* A timer the outermost phase took is parked in its mode until it fires (timer.c: taken
-         * timers), its date kept in it. (It may have lost its TAKEN mark since: a removal from
-         * another mode hands the phase a reference for it, and takes the mark.) */
-        bool taken_parked = isinf(when) && (loop->dead || (loop->taken_n && loop->taken_mode == m));
-        CHECK(when == atomic_load(&t->fire_date) || taken_parked, "mode %s: timer %p keyed at %.9f, fire date %.9f",
+         * timers), its date kept in it: counted, and no more than the phase has yet to settle.
+         * (It may have lost its TAKEN mark since: a removal from another mode hands the phase a
+         * reference for it, and takes the mark.) */
+        bool parked_dated = isinf(when) && !isinf(atomic_load(&t->fire_date));
+        parked_with_date += parked_dated;
+        CHECK(when == atomic_load(&t->fire_date) || parked_dated, "mode %s: timer %p keyed at %.9f, fire date %.9f",
               m->name, (void *)t, when, atomic_load(&t->fire_date));
         CHECK(e->node.order == t->first.node.order, "mode %s: timer %p keyed with another order", m->name, (void *)t);
         CHECK(!(atomic_load(&t->obj.bits) & RL_TIMER_RELEASE_DUE), "mode %s: timer %p is owned, yet its context's release is due",
@@ -99,6 +108,9 @@ static void verify_mode(verifier *v, rl_loop_t *loop, rl_mode *m, size_t *taken)
             if (first_used_entry(t) == e) ++*taken;
         }
     }
+    CHECK(loop->dead || parked_with_date <= unsettled,
+          "mode %s: %zu timers parked with a date, but its fire phase has %zu yet to settle", m->name, parked_with_date,
+          unsettled);
     size_t members = 0;
     for (size_t i = 0; i < m->sources.capacity; i++) {
         rl_source_t *s = m->sources.slots[i];

@@ -853,8 +853,9 @@ static void ask_from_another_thread(rl_timer_t *t, void *info) {
 }
 
 /* Asked from another thread while the loop fires its due timers (parked as the phase took them),
- * the mode's next fire date is the earliest of them: due, not "never". */
-RLT_TEST(phase_next_fire_date_asked_from_another_thread_is_the_earliest_taken) {
+ * the mode's next fire date is the firing timer's, as in CF: due, not "never" (conformance:
+ * next_fire_date_from_another_thread_in_a_later_taken_callout asks in later callouts too). */
+RLT_TEST(phase_next_fire_date_asked_from_another_thread_is_the_firing_timers) {
     asker_t a = {rl_loop_get_current(), 0, -1, 0};
     rl_context_t c = {&a, NULL, NULL};
     double now = rl_time_now();
@@ -933,10 +934,10 @@ static void taken_timer_invalidated_elsewhere_in_its_callout(bool timeout) {
     rl_release(t);
 }
 
-RLT_TEST(review_taken_timeout_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
+RLT_TEST(phase_taken_timeout_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
     taken_timer_invalidated_elsewhere_in_its_callout(true);
 }
 
-RLT_TEST(review_taken_one_shot_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
+RLT_TEST(phase_taken_one_shot_invalidated_by_another_thread_in_its_callout_leaves_the_loop_consistent) {
     taken_timer_invalidated_elsewhere_in_its_callout(false);
 }

@@ -183,10 +183,12 @@
  *   parks them, as it takes them, out of the heap's order (each keeps its date: its fire date,
  *   rl_timer_is_armed and the phase's own due test read the timer): so a fired timeout is
  *   parked already, and a one-shot timer leaves from the low end of the parked region. A run, a
- *   wait or rl_loop_get_next_timer_fire_date on the loop's thread inside one of the phase's
- *   callouts puts back first the timers it has yet to fire (and the one whose callout runs), so
- *   that a nested run fires them as CF's does; arming, disarming or removing a timer the phase
- *   took works on it as on any other. Firing a
+ *   wait, a host's rl_loop_get_backend_timeout or rl_loop_get_next_timer_fire_date on the
+ *   loop's thread inside one of the phase's callouts puts back first the timers it has yet to
+ *   fire (and the one whose callout runs), so that a nested run fires them as CF's does; arming,
+ *   disarming or removing a timer the phase took works on it as on any other, and one it does
+ *   not settle (another thread invalidated it during its callout) is put back as its callout
+ *   returns. Firing a
  *   timeout or a repeating timer that the loop owns takes one locked instruction (the park, or
  *   the move along its grid, in the loop's fast section; none while the loop is biased: see
  *   TIMEOUTS), a one-shot timer's end two more (its
@@ -474,7 +476,7 @@ RL_API char *rl_loop_copy_description(rl_loop_t *loop);
  * accepted: name a mode); 0 when there is none. Inside a timer's callout on the loop's thread the
  * timers the fire phase has yet to fire count, and so does the one whose callout runs, at the
  * date it fired for (as in CF); asked from another thread while the loop fires its due timers,
- * the answer is the earliest date among them (a date gone). */
+ * the timer whose callout runs counts the same way (a date gone). */
 RL_API double rl_loop_get_next_timer_fire_date(rl_loop_t *loop, const char *mode);
 
 /* Counters a loop keeps since its creation (read from any thread; figures are approximate while
