@@ -1360,29 +1360,18 @@ static void timer_taken_d(bk_timer t, void *info)
     taken_say(st, "D");
 }
 
-/* Timer A's callout: a nested run of A's own mode. */
-static void timer_taken_a_runs(bk_timer t, void *info)
+/* Timer A's callout: a run of A's own mode for seconds, nested. */
+static void taken_a_nests(void *info, double seconds, const char *what)
 {
-    (void)t;
     struct taken_state *st = info;
     taken_say(st, "A");
     st->depth++;
-    int r = bk_run(BK_DEFAULT, 0.05, false);
+    int r = bk_run(BK_DEFAULT, seconds, false);
     st->depth--;
-    say("nested run default -> %d (%s)", r, res_name(r));
+    say("nested %s default -> %d (%s)", what, r, res_name(r));
 }
-
-/* Timer A's callout: a nested poll of A's own mode (a run of 0 s). */
-static void timer_taken_a_polls(bk_timer t, void *info)
-{
-    (void)t;
-    struct taken_state *st = info;
-    taken_say(st, "A");
-    st->depth++;
-    int r = bk_run(BK_DEFAULT, 0, false);
-    st->depth--;
-    say("nested poll default -> %d (%s)", r, res_name(r));
-}
+static void timer_taken_a_runs(bk_timer t, void *info) { (void)t; taken_a_nests(info, 0.05, "run"); }
+static void timer_taken_a_polls(bk_timer t, void *info) { (void)t; taken_a_nests(info, 0, "poll"); }
 
 /* Timer A's callout: which timer the loop says fires next. */
 static void timer_taken_a_asks(bk_timer t, void *info)
