@@ -875,14 +875,15 @@ RLT_TEST(phase_next_fire_date_asked_from_another_thread_is_the_firing_timers) {
     rl_release(t2);
 }
 
-/* ---- Review of 8f8afba: a timer the phase took, invalidated by another thread during its own
- * callout. rl_timer_invalidate clears VALID first and takes the timer out of its loop after
+/* ---- A timer the phase took, invalidated by another thread during its own callout.
+ * rl_timer_invalidate clears VALID first and takes the timer out of its loop after
  * (rl_owner_lock: the item stripe, then the loop's lock). Between the two, the phase sees the
- * timer invalid when its callout returns and returns FIRED without touching it: the node stays
- * parked with its finite date, the phase ends (taken_n = 0), and rl_loop_verify (every
- * RL_DEBUG_VERIFY of that loop, on any thread) calls the loop inconsistent until the invalidating
- * thread gets the lock. The test holds the timer's item stripe through the window to make it
- * last. ---- */
+ * timer invalid when its callout returns and leaves it to that removal (fired, not settled): it
+ * must put the node back at its date first, or the node would stay parked with a finite date
+ * after the phase, and rl_loop_verify (every RL_DEBUG_VERIFY of that loop, on any thread) would
+ * call the loop inconsistent until the invalidating thread got the lock. The test holds the
+ * timer's item stripe through that window to make it last (found by a review of the phase's
+ * parking). ---- */
 
 typedef struct {
     rl_timer_t *t;
