@@ -74,29 +74,37 @@ static void move_parked(rl_heap *h, size_t cap) {
 
 /* The slot array is placed so that the four children of every node share one cache line: the
  * children of node i are slots [4i + 1, 4i + 4], 64 bytes from slot 4i + 1 on, so slot 1 starts a
- * line. The block starts RL_HEAP_PAD slots before slot 0, on a line (libev's HEAP0 does the same
- * with its indexes). A plain malloc'd block is only 16-byte aligned: three times in four, every
+ * line. The block starts a few slots (h->pad, at most RL_HEAP_MAX_PAD) before slot 0, so that it
+ * does (libev's HEAP0 does the same with its indexes). Without that, three times in four, every
  * sift-down's look at four children would touch two lines, and which it is would change from one
  * process (and one growth) to the next. */
 #define RL_HEAP_LINE 64
 /* Where four slots do not make a line (a 32-bit build's 12-byte slot), no placement is tried. */
 #define RL_HEAP_PLACED (sizeof(rl_heap_slot) * RL_HEAP_ARITY == RL_HEAP_LINE)
-#define RL_HEAP_PAD (RL_HEAP_PLACED ? RL_HEAP_LINE / sizeof(rl_heap_slot) - 1 : 0)
+#define RL_HEAP_MAX_PAD (RL_HEAP_PLACED ? RL_HEAP_LINE / sizeof(rl_heap_slot) - 1 : 0)
 
-/* A block for cap slots, placed as above; NULL when out of memory. */
-static rl_heap_slot *slots_alloc(size_t cap) {
-    size_t bytes = (cap + RL_HEAP_PAD) * sizeof(rl_heap_slot);
-    rl_heap_slot *block = rl_aligned_alloc(RL_HEAP_LINE, (bytes + RL_HEAP_LINE - 1) & ~(size_t)(RL_HEAP_LINE - 1));
-    return block ? block + RL_HEAP_PAD : NULL;
+/* The pad that puts slot 1 of a block starting at block on a line: none when slots cannot be
+ * placed (a block that malloc aligned less than a slot). */
+static size_t pad_for(const void *block) {
+    uintptr_t off = (uintptr_t)block % RL_HEAP_LINE;
+    if (!RL_HEAP_PLACED || off % sizeof(rl_heap_slot)) return 0;
+    return ((RL_HEAP_LINE - off) / sizeof(rl_heap_slot) + RL_HEAP_MAX_PAD) % (RL_HEAP_MAX_PAD + 1);
 }
-static void slots_free(rl_heap_slot *slots) {
-    if (slots) free(slots - RL_HEAP_PAD);
-}
-/* slots_alloc(cap) holding the first keep slots of old (old is kept: the caller frees it). */
-static rl_heap_slot *slots_copy(const rl_heap_slot *old, size_t keep, size_t cap) {
-    rl_heap_slot *slots = slots_alloc(cap);
-    if (slots && keep) memcpy(slots, old, keep * sizeof *slots);
-    return slots;
+
+/* The array resized to cap slots, its first keep slots kept (keep <= cap, and <= the capacity
+ * before): 0, or -ENOMEM with nothing changed. By realloc, so that a large array grows in place
+ * or by a remapping of its pages (glibc's mremap), where a new block meant a copy of it all and
+ * the faults of a fresh region; slot 1 is placed on a line again, by a move of the kept slots
+ * when the block moved to a start that needs another pad (a copy that realloc made anyway). */
+static int resize(rl_heap *h, size_t cap, size_t keep) {
+    rl_heap_slot *old = h->slots ? h->slots - h->pad : NULL;
+    rl_heap_slot *block = rl_realloc(old, (cap + RL_HEAP_MAX_PAD) * sizeof(rl_heap_slot));
+    if (!block) return -ENOMEM;
+    size_t pad = pad_for(block);
+    if (pad != h->pad && keep) memmove(block + pad, block + h->pad, keep * sizeof *block);
+    h->slots = block + pad;
+    h->pad = pad;
+    return 0;
 }
 
 /* After a burst, give memory back by halves; the gap between the grow and shrink points keeps a
@@ -105,11 +113,8 @@ static void maybe_shrink(rl_heap *h) {
     while (h->capacity > 256 && h->count + h->parked <= h->capacity / 4) {
         size_t cap = h->capacity / 2;
         move_parked(h, cap);
-        rl_heap_slot *smaller = slots_copy(h->slots, cap, cap);
-        if (smaller) { /* else the old block, which is larger, keeps serving */
-            slots_free(h->slots);
-            h->slots = smaller;
-        }
+        /* else the old block, which is larger, keeps serving */
+        bool smaller = resize(h, cap, cap) == 0;
         h->capacity = cap;
         if (!smaller) return;
     }
@@ -170,10 +175,7 @@ static inline void trim(rl_heap *h) {
 static int grow(rl_heap *h) {
     size_t cap = h->capacity ? h->capacity * 2 : 8;
     if (cap >= RL_HEAP_NOT_IN_HEAP) return -ENOMEM; /* indexes are 32 bits */
-    rl_heap_slot *grown = slots_copy(h->slots, h->capacity, cap);
-    if (!grown) return -ENOMEM;
-    slots_free(h->slots);
-    h->slots = grown;
+    if (resize(h, cap, h->capacity)) return -ENOMEM;
     move_parked(h, cap); /* to the new top */
     h->capacity = cap;
     return 0;
@@ -366,9 +368,9 @@ void rl_heap_visit_due_below(rl_heap *h, size_t i, double date, bool (*visit)(vo
 }
 
 void rl_heap_free(rl_heap *h) {
-    slots_free(h->slots);
+    if (h->slots) free(h->slots - h->pad);
     h->slots = NULL;
-    h->count = h->capacity = h->holes = h->parked = h->parked_in_heap = 0;
+    h->count = h->capacity = h->holes = h->parked = h->parked_in_heap = h->pad = 0;
 }
 
 double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, double when, double *until),

@@ -9,7 +9,7 @@
  * The array holds {when, node} slots, not node pointers: sifting compares the dates stored in
  * the array and follows a node pointer only to store the node's new index. At 1e5-1e6 entries a
  * pointer per comparison is a cache miss into a scattered object; a slot is 16 bytes, and the
- * array is placed so that slot 1 starts a cache line (timer_heap.c, slots_alloc), so the four
+ * array is placed so that slot 1 starts a cache line (timer_heap.c, resize), so the four
  * children of a node share one line. libev calls the same idea "heap cache at", and places its
  * array the same way (HEAP0).
  *
@@ -76,6 +76,7 @@ typedef struct {
                       * where it is (tagged) */
     size_t parked;   /* nodes keyed at INFINITY in the region: [capacity - parked, capacity) */
     size_t parked_in_heap; /* nodes keyed at INFINITY in a hole of the heap (tagged) */
+    size_t pad;      /* slots of the block before slots[0] (timer_heap.c, resize) */
 } rl_heap;
 
 /* A slot's node field: a node in the heap's order (low bit clear), a node parked in a hole
@@ -180,13 +181,26 @@ __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, 
 __attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when);
 /* A full array at least this large parks a node in its hole rather than grow (timer_heap.c). */
 #define RL_HEAP_PARK_IN_PLACE_FROM (1u << 16)
-/* A park inline in its two usual cases, a node that is not the heap's last, whose hole will not
- * outnumber the nodes: with room in the array, a hole where it was and the node in the parked
- * region; in a full array too large to grow for it, the node parked in its hole. Any other park
- * (a trim, a growth, a compaction) is rl_heap_park_any's, which does the same in these two.
+/* A park inline in its three usual cases: the heap's last node with a node before it (the slot
+ * goes to the region); a node that is not the heap's last, whose hole will not outnumber the
+ * nodes: with room in the array, a hole where it was and the node in the parked region; in a
+ * full array too large to grow for it, the node parked in its hole. Any other park
+ * (a trim, a growth, a compaction) is rl_heap_park_any's, which does the same in these.
  * rl_heap_update parks out of line (rl_heap_park), which keeps its inline copies small. */
 static inline void rl_heap_park_at(rl_heap *h, size_t i) {
     size_t count = h->count, holes = h->holes + 1;
+    if (i + 1 == count && (i == 0 || rl_heap_live(&h->slots[i - 1]))) {
+        /* The last slot, with a node before it: the heap gives up the slot and the region takes
+         * one, so there is room, and no hole is left to trim or to count. The usual case of an
+         * outermost fire phase, which parks the last to fire first, in a heap whose array is in
+         * key order (timeouts armed from the loop's time). */
+        rl_heap_node *node = h->slots[i].node;
+        h->count = i;
+        size_t j = h->capacity - ++h->parked;
+        h->slots[j] = (rl_heap_slot){__builtin_inf(), node};
+        node->index = (uint32_t)j;
+        return;
+    }
     bool room = count + h->parked < h->capacity;
     if (__builtin_expect(i + 1 != count, 1) && __builtin_expect(room || h->capacity >= RL_HEAP_PARK_IN_PLACE_FROM, 1)) {
         size_t in_heap = h->parked_in_heap + !room;
