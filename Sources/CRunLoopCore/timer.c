@@ -210,9 +210,11 @@ rl_timer_t *rl_timer_create_timeout_held(double fire_date, long order, rl_timer_
 }
 
 /* A timer in the caller's memory keeps the caller's done in its record, with its callback, its
- * context's functions and whether its context owns it (RL_TIMER_IN_OWNED_BY_CONTEXT). */
-rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
-                               long order, rl_timer_callback_t callback, const rl_context_t *context) {
+ * context's functions and whether its context owns it (RL_TIMER_IN_OWNED_BY_CONTEXT). Every case:
+ * rl_timer_create_in's own path takes the usual one. */
+static __attribute__((noinline)) rl_timer_t *create_in_any(const rl_timer_storage *storage, unsigned flags,
+                                                           double fire_date, double interval, long order,
+                                                           rl_timer_callback_t callback, const rl_context_t *context) {
     if (!storage || !storage->memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
         (uintptr_t)storage->memory % _Alignof(struct rl_timer) ||
         (flags & ~(unsigned)(RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN |
@@ -239,6 +241,40 @@ rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, 
     init_timer(t, flags & RL_TIMER_IN_DATE_AS_GIVEN ? fire_date : not_before_now(fire_date), x, order, record, bits);
     t->info = context ? context->info : NULL;
     if (!held && retain) t->info = (void *)retain(t->info);
+    return t;
+}
+
+/* The usual call, with no call of its own but the clock's: a one-shot timer or a timeout (no
+ * extras), in good storage, made with the thread's last record (a server's timeouts, every Swift
+ * timer), whose context is held or has no retain (none to call). Anything else, a bad argument
+ * included, is create_in_any's. The date is clamped last, once the timer is made, so that the
+ * clock's call comes after every check. */
+rl_timer_t *rl_timer_create_in(const rl_timer_storage *storage, unsigned flags, double fire_date, double interval,
+                               long order, rl_timer_callback_t callback, const rl_context_t *context) {
+    const rl_timer_record *r = last_record;
+    enum { KNOWN = RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN | RL_TIMER_IN_OWNED_BY_CONTEXT };
+    if (__builtin_expect(!r || !storage || !context || (flags & ~(unsigned)KNOWN) || interval != 0 || bad_time(fire_date), 0))
+        return create_in_any(storage, flags, fire_date, interval, order, callback, context);
+    void *memory = storage->memory;
+    const void *(*retain)(const void *) = context->retain;
+    void (*release)(const void *) = context->release;
+    bool held = (flags & RL_TIMER_IN_HELD) && (retain || release);
+    unsigned char record_flags = held && (flags & RL_TIMER_IN_OWNED_BY_CONTEXT) ? RL_RECORD_CONTEXT_OWNS : 0;
+    if (__builtin_expect(!memory || !storage->done || storage->size < sizeof(struct rl_timer) ||
+                             (uintptr_t)memory % _Alignof(struct rl_timer) || (!held && retain) ||
+                             ((flags & RL_TIMER_IN_OWNED_BY_CONTEXT) && !(flags & RL_TIMER_IN_HELD)) ||
+                             !callback || !record_is(r, callback, retain, release, storage->done, record_flags),
+                         0))
+        return create_in_any(storage, flags, fire_date, interval, order, callback, context);
+    unsigned char bits = RL_TIMER_VALID | RL_TIMER_IN_STORAGE | (held ? RL_TIMER_HELD : 0) |
+                         (flags & RL_TIMER_IN_TIMEOUT ? RL_TIMER_TIMEOUT : 0);
+    rl_timer_t *t = memory;
+    init_timer(t, fire_date, NULL, order, r, bits);
+    t->info = context->info;
+    if (!(flags & RL_TIMER_IN_DATE_AS_GIVEN) && fire_date != INFINITY) {
+        double now = rl_time_now();
+        if (fire_date < now) atomic_store_explicit(&t->fire_date, now, memory_order_relaxed);
+    }
     return t;
 }
 

@@ -172,6 +172,58 @@ RLT_TEST(timer_in_storage_errors_write_nothing) {
     rl_release(t);
 }
 
+/* The same errors with a context, after good calls that left the thread's last record equal to
+ * the bad call's (rl_timer_create_in's usual path checks its arguments against that record): a
+ * held context and an unheld one, and a record from rl_timer_create (no done), which must not
+ * let storage without done through. A good call's retains: none for a held context, one for an
+ * unheld one. */
+RLT_TEST(timer_in_storage_errors_write_nothing_after_good_calls_with_the_same_context) {
+    _Alignas(8) unsigned char good[RL_TIMER_STORAGE_SIZE], memory[RL_TIMER_STORAGE_SIZE + 8];
+    memset(memory, 0xAB, sizeof memory);
+    tt_count_t count = {0};
+    rl_context_t ctx = {&count, tt_count_retain, tt_count_release};
+    rl_timer_storage ok = {good, sizeof good, ignore_done};
+    rl_timer_storage small = {memory, RL_TIMER_STORAGE_SIZE - 1, ignore_done};
+    rl_timer_storage misaligned = {memory + 1, RL_TIMER_STORAGE_SIZE, ignore_done};
+    rl_timer_storage no_done = {memory, sizeof memory, NULL};
+    rl_timer_storage no_memory = {NULL, sizeof memory, ignore_done};
+    rl_timer_storage bad_flags = {memory, sizeof memory, ignore_done};
+    static const unsigned flag_sets[] = {RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT, 0, RL_TIMER_IN_HELD,
+                                         RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN};
+    for (size_t k = 0; k < sizeof flag_sets / sizeof flag_sets[0]; k++) {
+        unsigned flags = flag_sets[k];
+        int retains = atomic_load(&count.retains);
+        rl_timer_t *t = rl_timer_create_in(&ok, flags, 0, 0, 0, nothing_fired, &ctx);
+        RLT_CHECK((void *)t == (void *)good);
+        RLT_CHECK_EQ(atomic_load(&count.retains) - retains, (flags & RL_TIMER_IN_HELD) ? 0 : 1);
+        rl_release(t); /* the record of (nothing_fired, ctx, ignore_done, flags) is the thread's last */
+        RLT_CHECK(rl_timer_create_in(NULL, flags, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&small, flags, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&misaligned, flags, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&no_done, flags, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&no_memory, flags, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags | 16, 0, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, (flags & ~(unsigned)RL_TIMER_IN_HELD) | RL_TIMER_IN_OWNED_BY_CONTEXT, 0,
+                                     0, 0, nothing_fired, &ctx) == NULL &&
+                  errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags | RL_TIMER_IN_TIMEOUT, 0, 1, 0, nothing_fired, &ctx) == NULL &&
+                  errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags, -1, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags, NAN, 0, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags, 0, NAN, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags, 0, -1, 0, nothing_fired, &ctx) == NULL && errno == EINVAL);
+        RLT_CHECK(rl_timer_create_in(&bad_flags, flags, 0, 0, 0, NULL, &ctx) == NULL && errno == EINVAL);
+    }
+    /* A record from rl_timer_create has no done: storage without one is still refused. */
+    rl_context_t plain = {&count, NULL, NULL};
+    rl_timer_t *m = rl_timer_create(0, 0, 0, nothing_fired, &plain);
+    RLT_CHECK(m != NULL);
+    rl_release(m);
+    RLT_CHECK(rl_timer_create_in(&no_done, 0, 0, 0, 0, nothing_fired, &plain) == NULL && errno == EINVAL);
+    for (size_t i = 0; i < sizeof memory; i++) RLT_CHECK_EQ(memory[i], 0xAB);
+    RLT_CHECK_EQ(atomic_load(&count.retains), atomic_load(&count.releases));
+}
+
 RLT_TEST(release_if_last_drops_only_the_last_reference) {
     atomic_int done_calls = 0, releases_at_done = -1;
     conn *c = new_conn(&done_calls, &releases_at_done);
