@@ -1,6 +1,7 @@
 internal import CRunLoopCore
 internal import CRunLoopDispatchShim
 import Glibc
+import Synchronization
 
 /// How a run of a loop ended.
 public enum LoopRunResult: Hashable, Sendable {
@@ -65,8 +66,8 @@ public struct LoopStatistics: Hashable, Sendable {
 /// `rl_loop_is_waiting` and `rl_loop_is_current` (atomic loads, thread-local storage), and the
 /// atomic reference counts of `rl_retain`/`rl_release` (crunloop.h, THREADS).
 ///
-/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
-/// used on it is thread-safe as listed; running is guarded at run time.
+/// `@unchecked Sendable`: the stored properties are an immutable pointer and an atomic flag, and
+/// every C function used on the pointer is thread-safe as listed; running is guarded at run time.
 public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable {
     /// NULL only for ``dead``. Package access: RunLoopExperimentalExecutors adds timers to it.
     package let raw: OpaquePointer?
@@ -158,7 +159,7 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
         // frame: a named mode's C string (`withCName`, which may copy the name), the bridge's
         // first install and the errors are out of line.
         guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
-        if !MainQueueBridge.isInstalled { installBridgeIfMain() }
+        if !MainQueueBridge.isInstalled, !notMain.load(ordering: .relaxed) { installBridgeIfMain() }
         let seconds = duration?.loopTimeout ?? Double.infinity
         let code: Int32
         if case .default = mode.name {
@@ -179,18 +180,27 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     @inline(never)
     private func runResult(_ code: Int32) throws(LoopError) -> LoopRunResult { try LoopRunResult(code: code) }
 
-    /// Installs the main-queue bridge when this is the main loop (`prepareToRun` without the
-    /// thread check).
+    /// Set once a run found this loop is not the main thread's: it never becomes that loop.
+    private let notMain = Atomic<Bool>(false)
+
+    /// Installs the main-queue bridge when this loop, which the calling thread runs, is the main
+    /// loop. Asked by thread first (only the main thread runs the main loop), not by comparing
+    /// with `rl_loop_get_main()`, which would create the main thread's loop from any other
+    /// thread; a loop found not to be the main one is not asked again.
     @inline(never)
     private func installBridgeIfMain() {
-        if isMain { MainQueueBridge.install(on: self) }
+        if rl_shim_on_main_thread() != 0 && isMain {
+            MainQueueBridge.install(on: self)
+        } else {
+            notMain.store(true, ordering: .relaxed)
+        }
     }
 
     /// Checks the thread, and installs the main-queue bridge the first time the main loop runs.
-    /// Costs two loads and a compare once the bridge is in.
+    /// Costs three loads once the bridge is in, or once this loop is known not to be the main one.
     private func prepareToRun() throws(LoopError) {
         guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
-        if !MainQueueBridge.isInstalled, isMain { MainQueueBridge.install(on: self) }
+        if !MainQueueBridge.isInstalled, !notMain.load(ordering: .relaxed) { installBridgeIfMain() }
     }
 
     /// Makes the innermost run of the loop return ``LoopRunResult/stopped`` (waking it if it

@@ -35,6 +35,27 @@ if CommandLine.arguments.dropFirst().first == "worker-fds" {
     exit(0)
 }
 
+/// Two runs of the calling thread's loop (a pthread's start routine, isolated to no actor).
+nonisolated func runTwiceOnThisThread(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    _ = try? Loop.current.run(mode: .default, for: .zero)
+    _ = try? Loop.current.run(mode: .default, for: .zero)
+    return nil
+}
+
+// `MainQueueProbe thread-run-fds`: a run of another thread's loop does not create the main
+// thread's loop either (the run looks for the main loop, to service the main queue there).
+// Prints the descriptors left open once that thread has run its loop and exited (its own loop's
+// are closed at its exit).
+if CommandLine.arguments.dropFirst().first == "thread-run-fds" {
+    let before = openDescriptors()
+    var thread = pthread_t()
+    let made = pthread_create(&thread, nil, runTwiceOnThisThread, nil)
+    guard made == 0 else { exit(4) }
+    pthread_join(thread, nil)
+    say("left open: \(openDescriptors() - before)")
+    exit(0)
+}
+
 let loop = Loop.main
 guard loop.isCurrent else {
     say("not on the main thread")

@@ -60,6 +60,12 @@ struct MainQueueTests {
         }
     }
 
+    @Test func aRunOnAnotherThreadDoesNotCreateTheMainLoop() throws {
+        let (status, output) = try Self.runProbe("thread-run-fds")
+        #expect(status == 0)
+        #expect(output.contains("left open: 0"), "\(output)")
+    }
+
     @Test func mainQueueAndMainActorRunUnderTheMainLoop() throws {
         let (status, text) = try Self.runProbe()
         #expect(status == 0, "probe output: \(text)")
