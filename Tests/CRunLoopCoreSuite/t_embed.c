@@ -639,3 +639,46 @@ RLT_TEST(a_stale_registration_does_not_keep_a_host_awake) {
     close(d);
     close(p[1]);
 }
+
+/* A host asked inside a timer's callout (a host nested in a callout, or one that polls from
+ * there) must see the timers that the callout's fire phase took and has yet to fire: they are
+ * due, so the timeout is 0, where a far timer would otherwise set it. The phase still fires each
+ * of them once. */
+typedef struct {
+    rl_loop_t *loop;
+    double timeout; /* what the first callout's query answered */
+    int calls;
+} phase_query_t;
+
+static void query_backend_then_count(rl_timer_t *t, void *info) {
+    (void)t;
+    phase_query_t *q = info;
+    if (q->calls++ == 0) q->timeout = rl_loop_get_backend_timeout(q->loop, DM);
+}
+
+RLT_TEST(a_host_asked_in_a_timer_callout_sees_the_due_timers_the_phase_has_yet_to_fire) {
+    rl_loop_t *loop = rl_loop_get_current();
+    phase_query_t q = {loop, NAN, 0};
+    rl_context_t ctx = {.info = &q};
+    atomic_int far_fired = 0;
+    rl_context_t far_ctx = {.info = &far_fired};
+    rl_timer_t *far = rl_timer_create(rl_time_now() + 100, 0, 0, count_timer, &far_ctx);
+    rl_timer_t *first = rl_timer_create(0, 0, 0, query_backend_then_count, &ctx);
+    rl_timer_t *second = rl_timer_create(0, 0, 1, query_backend_then_count, &ctx);
+    RLT_CHECK(far && first && second);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, far, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, first, DM), 0);
+    RLT_CHECK_EQ(rl_loop_add_timer(loop, second, DM), 0);
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(q.calls, 2);
+    RLT_CHECK(q.timeout == 0);
+    RLT_CHECK_EQ(atomic_load(&far_fired), 0);
+    RLT_CHECK(!rl_timer_is_valid(first) && !rl_timer_is_valid(second));
+    RLT_CHECK(rl_loop_get_next_timer_fire_date(loop, DM) == rl_timer_get_next_fire_date(far));
+    RLT_CHECK_EQ(rl_run_in_mode(DM, 0, false), RL_RUN_TIMED_OUT);
+    RLT_CHECK_EQ(q.calls, 2);
+    rl_timer_invalidate(far);
+    rl_release(far);
+    rl_release(first);
+    rl_release(second);
+}
