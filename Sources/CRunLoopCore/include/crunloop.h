@@ -167,8 +167,12 @@
  *   few timers need is one more allocation of 24 bytes, made the first time one does: a
  *   repeating timer's interval (as it is made), a tolerance other than 0, a second mode (whose
  *   entry, and each further mode's, is one more small allocation). The callback and the
- *   context's functions are stored once per distinct tuple for the whole process. Adding and rearming are O(log n) in the mode's timers and take
- *   only the loop's lock (on the loop's own thread, its fast half: see TIMEOUTS). Removing (and
+ *   context's functions are stored once per distinct tuple for the whole process. Adding and
+ *   rearming are O(log n) in the mode's timers and take only the loop's lock (on the loop's own
+ *   thread, its fast half: see TIMEOUTS). A mode's heap is one array of 16-byte slots that
+ *   doubles when it is full and halves at a quarter, with realloc: a large one (glibc: above
+ *   128 KB, or what its dynamic mmap threshold has grown to) grows by remapping its pages, not by
+ *   a copy. Removing (and
  *   the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
