@@ -148,6 +148,10 @@ static __attribute__((noinline)) bool is_main_loop_here(rl_loop_t *loop) {
     return on_main_thread() && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
 }
 
+bool rl_loop_is_main(rl_loop_t *loop) {
+    return loop && loop == atomic_load_explicit(&main_loop, memory_order_acquire);
+}
+
 bool rl_loop_is_current(rl_loop_t *loop) {
     if (!loop) return false;
     rl_loop_t *here = rl_tls_loop;

@@ -113,8 +113,7 @@ static void maybe_shrink(rl_heap *h) {
     while (h->capacity > 256 && h->count + h->parked <= h->capacity / 4) {
         size_t cap = h->capacity / 2;
         move_parked(h, cap);
-        /* else the old block, which is larger, keeps serving */
-        bool smaller = resize(h, cap, cap) == 0;
+        bool smaller = resize(h, cap, cap) == 0; /* else the old block, which is larger, keeps serving */
         h->capacity = cap;
         if (!smaller) return;
     }
@@ -405,7 +404,11 @@ double rl_heap_coalesce(rl_heap *h, bool (*latest)(const rl_heap_node *node, dou
 
 bool rl_heap_verify(const rl_heap *h, const char **why) {
     size_t holes = 0, parked_in_heap = 0;
-    if (RL_HEAP_PLACED && h->slots && (uintptr_t)&h->slots[1] % RL_HEAP_LINE) {
+    /* Placed wherever the block allows it (malloc aligns it to a slot at least, on the systems
+     * this is built for): the pad is the one the block's start calls for. */
+    const rl_heap_slot *block = h->slots ? h->slots - h->pad : NULL;
+    if (block && (h->pad != pad_for(block) || (RL_HEAP_PLACED && (uintptr_t)block % sizeof(rl_heap_slot) == 0 &&
+                                               (uintptr_t)&h->slots[1] % RL_HEAP_LINE))) {
         *why = "the slots are not placed so that a node's children share a cache line";
         return false;
     }

@@ -175,7 +175,7 @@ __attribute__((visibility("hidden"))) void rl_heap_sift_down(rl_heap *h, size_t 
 __attribute__((visibility("hidden"))) void rl_heap_settle(rl_heap *h, size_t i, double old);
 /* Park the node at i (in the heap's order): rl_heap_park_at, out of line. */
 __attribute__((visibility("hidden"))) void rl_heap_park(rl_heap *h, size_t i);
-/* Every case of a park, the two of rl_heap_park_at included. */
+/* Every case of a park, the three of rl_heap_park_at included. */
 __attribute__((visibility("hidden"))) void rl_heap_park_any(rl_heap *h, size_t i);
 __attribute__((visibility("hidden"))) void rl_heap_unpark(rl_heap *h, size_t i, double when);
 __attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, size_t i, double when);
@@ -189,11 +189,13 @@ __attribute__((visibility("hidden"))) void rl_heap_unpark_in_heap(rl_heap *h, si
  * rl_heap_update parks out of line (rl_heap_park), which keeps its inline copies small. */
 static inline void rl_heap_park_at(rl_heap *h, size_t i) {
     size_t count = h->count, holes = h->holes + 1;
-    if (i + 1 == count && (i == 0 || rl_heap_live(&h->slots[i - 1]))) {
+    if (i + 1 == count && (i == 0 || rl_heap_live(&h->slots[i - 1])) &&
+        __builtin_expect(h->holes - h->parked_in_heap <= i - h->holes + h->parked + h->parked_in_heap, 1)) {
         /* The last slot, with a node before it: the heap gives up the slot and the region takes
          * one, so there is room, and no hole is left to trim or to count. The usual case of an
          * outermost fire phase, which parks the last to fire first, in a heap whose array is in
-         * key order (timeouts armed from the loop's time). */
+         * key order (timeouts armed from the loop's time). The test on the holes is
+         * rl_heap_park_any's compaction test after its trim (which counts the node nowhere). */
         rl_heap_node *node = h->slots[i].node;
         h->count = i;
         size_t j = h->capacity - ++h->parked;

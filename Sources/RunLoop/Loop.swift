@@ -1,7 +1,6 @@
 internal import CRunLoopCore
 internal import CRunLoopDispatchShim
 import Glibc
-import Synchronization
 
 /// How a run of a loop ended.
 public enum LoopRunResult: Hashable, Sendable {
@@ -66,8 +65,8 @@ public struct LoopStatistics: Hashable, Sendable {
 /// `rl_loop_is_waiting` and `rl_loop_is_current` (atomic loads, thread-local storage), and the
 /// atomic reference counts of `rl_retain`/`rl_release` (crunloop.h, THREADS).
 ///
-/// `@unchecked Sendable`: the stored properties are an immutable pointer and an atomic flag, and
-/// every C function used on the pointer is thread-safe as listed; running is guarded at run time.
+/// `@unchecked Sendable`: the one stored property is an immutable pointer, and every C function
+/// used on it is thread-safe as listed; running is guarded at run time.
 public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable {
     /// NULL only for ``dead``. Package access: RunLoopExperimentalExecutors adds timers to it.
     package let raw: OpaquePointer?
@@ -126,8 +125,9 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     /// Whether this is the calling thread's loop (`rl_loop_is_current`). Any thread.
     public var isCurrent: Bool { rl_loop_is_current(raw) }
 
-    /// Whether this is the main thread's loop. Any thread.
-    public var isMain: Bool { raw == rl_loop_get_main() }
+    /// Whether this is the main thread's loop (in a child of `fork`, the forking thread's). Any
+    /// thread; asking never creates the main thread's loop.
+    public var isMain: Bool { rl_loop_is_main(raw) }
 
     // MARK: Running
 
@@ -159,7 +159,7 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
         // frame: a named mode's C string (`withCName`, which may copy the name), the bridge's
         // first install and the errors are out of line.
         guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
-        if !MainQueueBridge.isInstalled, !notMain.load(ordering: .relaxed) { installBridgeIfMain() }
+        if !MainQueueBridge.isInstalled, rl_loop_is_main(raw) { installBridge() }
         let seconds = duration?.loopTimeout ?? Double.infinity
         let code: Int32
         if case .default = mode.name {
@@ -180,27 +180,16 @@ public final class Loop: Hashable, CustomStringConvertible, @unchecked Sendable 
     @inline(never)
     private func runResult(_ code: Int32) throws(LoopError) -> LoopRunResult { try LoopRunResult(code: code) }
 
-    /// Set once a run found this loop is not the main thread's: it never becomes that loop.
-    private let notMain = Atomic<Bool>(false)
-
-    /// Installs the main-queue bridge when this loop, which the calling thread runs, is the main
-    /// loop. Asked by thread first (only the main thread runs the main loop), not by comparing
-    /// with `rl_loop_get_main()`, which would create the main thread's loop from any other
-    /// thread; a loop found not to be the main one is not asked again.
+    /// Installs the main-queue bridge (this is the main loop): out of line, once.
     @inline(never)
-    private func installBridgeIfMain() {
-        if rl_shim_on_main_thread() != 0 && isMain {
-            MainQueueBridge.install(on: self)
-        } else {
-            notMain.store(true, ordering: .relaxed)
-        }
-    }
+    private func installBridge() { MainQueueBridge.install(on: self) }
 
     /// Checks the thread, and installs the main-queue bridge the first time the main loop runs.
-    /// Costs three loads once the bridge is in, or once this loop is known not to be the main one.
+    /// Costs two loads and a compare once the bridge is in; until then, on another loop, a call
+    /// of `rl_loop_is_main` (an atomic load), which never makes the main thread's loop.
     private func prepareToRun() throws(LoopError) {
         guard rl_loop_is_current(raw) else { throw .notOnLoopThread }
-        if !MainQueueBridge.isInstalled, !notMain.load(ordering: .relaxed) { installBridgeIfMain() }
+        if !MainQueueBridge.isInstalled, rl_loop_is_main(raw) { installBridge() }
     }
 
     /// Makes the innermost run of the loop return ``LoopRunResult/stopped`` (waking it if it

@@ -488,6 +488,78 @@ RLT_TEST(heap_shrinks_around_nodes_parked_in_holes) {
     rl_heap_free(&h);
 }
 
+/* rl_heap_park_at's inline park of the heap's last slot leaves the heap exactly as
+ * rl_heap_park_any does, also where the holes are one short of outnumbering the nodes (park_any
+ * then compacts): [hole, hole, C, D], D parked, and [C, D], D parked (no compaction). */
+static void heap_of_four_dates(rl_heap *h, rl_heap_node n[4], int holes) {
+    for (int i = 0; i < 4; i++) {
+        n[i] = (rl_heap_node){.seq = (uint64_t)i + 1, .index = RL_HEAP_NOT_IN_HEAP};
+        RLT_CHECK_EQ(rl_heap_insert(h, &n[i], 1.0 + i), 0);
+    }
+    for (int i = 0; i < holes; i++) rl_heap_remove(h, &n[i]);
+}
+
+RLT_TEST(heap_last_slot_park_inline_leaves_the_heap_as_park_any_does) {
+    for (int holes = 0; holes <= 2; holes += 2) {
+        rl_heap a = {0}, b = {0};
+        rl_heap_node na[4], nb[4];
+        const char *why = "";
+        heap_of_four_dates(&a, na, holes);
+        heap_of_four_dates(&b, nb, holes);
+        RLT_CHECK(na[3].index == a.count - 1 && nb[3].index == b.count - 1);
+        rl_heap_update(&a, &na[3], INFINITY); /* the inline case */
+        rl_heap_park_any(&b, nb[3].index);
+        RLT_CHECK(rl_heap_verify(&a, &why));
+        RLT_CHECK(rl_heap_verify(&b, &why));
+        RLT_CHECK_EQ(a.count, b.count);
+        RLT_CHECK_EQ(a.holes, b.holes);
+        RLT_CHECK_EQ(a.parked, b.parked);
+        RLT_CHECK_EQ(a.parked_in_heap, b.parked_in_heap);
+        for (int i = holes; i < 4; i++) RLT_CHECK_EQ(na[i].index, nb[i].index);
+        rl_heap_free(&a);
+        rl_heap_free(&b);
+    }
+}
+
+/* rl_timer_create_in's usual path makes the very timer its general one (create_in_any) makes:
+ * the same call twice, the first after a call with another callback (so the thread's record is
+ * another: the general path), the second right after it (the usual path); byte for byte alike,
+ * for each flag set and context kind it takes. */
+static void create_in_a(rl_timer_t *t, void *info) { (void)t; (void)info; }
+static void create_in_b(rl_timer_t *t, void *info) { (void)t; (void)info; }
+static void create_in_done(void *memory) { (void)memory; }
+static const void *create_in_retain(const void *info) { return info; }
+static void create_in_release(const void *info) { (void)info; }
+
+RLT_TEST(timer_create_in_usual_path_makes_the_timer_the_general_path_makes) {
+    static const unsigned flag_sets[] = {0, RL_TIMER_IN_TIMEOUT, RL_TIMER_IN_DATE_AS_GIVEN, RL_TIMER_IN_HELD,
+                                         RL_TIMER_IN_HELD | RL_TIMER_IN_OWNED_BY_CONTEXT,
+                                         RL_TIMER_IN_HELD | RL_TIMER_IN_TIMEOUT | RL_TIMER_IN_DATE_AS_GIVEN};
+    /* a date to come (kept), one that has passed (given as is: clamped, it would be two readings) */
+    const double dates[] = {INFINITY, rl_time_now() + 1000, 0.0};
+    int info = 0;
+    rl_context_t contexts[] = {{&info, NULL, NULL}, {&info, create_in_retain, create_in_release}, {&info, NULL, create_in_release}};
+    for (size_t f = 0; f < sizeof flag_sets / sizeof flag_sets[0]; f++)
+        for (size_t c = 0; c < sizeof contexts / sizeof contexts[0]; c++)
+            for (size_t d = 0; d < sizeof dates / sizeof dates[0]; d++) {
+                _Alignas(8) unsigned char one[RL_TIMER_STORAGE_SIZE], two[RL_TIMER_STORAGE_SIZE], other[RL_TIMER_STORAGE_SIZE];
+                memset(one, 0, sizeof one);
+                memset(two, 0, sizeof two);
+                rl_timer_storage s1 = {one, sizeof one, create_in_done}, s2 = {two, sizeof two, create_in_done},
+                                 so = {other, sizeof other, create_in_done};
+                unsigned flags = flag_sets[f] | (dates[d] == 0.0 ? RL_TIMER_IN_DATE_AS_GIVEN : 0);
+                rl_timer_t *o = rl_timer_create_in(&so, 0, INFINITY, 0, 0, create_in_b, NULL);
+                rl_timer_t *t1 = rl_timer_create_in(&s1, flags, dates[d], 0, 7, create_in_a, &contexts[c]);
+                rl_timer_t *t2 = rl_timer_create_in(&s2, flags, dates[d], 0, 7, create_in_a, &contexts[c]);
+                RLT_CHECK(o && t1 && t2);
+                if (!o || !t1 || !t2) return;
+                RLT_CHECK(memcmp(one, two, sizeof(struct rl_timer)) == 0);
+                rl_release(o);
+                rl_release(t1);
+                rl_release(t2);
+            }
+}
+
 /* The slot array is placed so that slot 1 starts a cache line, so the four children of any node
  * (slots 4i + 1 to 4i + 4) share one line: after every growth, and every shrink. */
 static bool children_share_lines(const rl_heap *h) {

@@ -4,6 +4,10 @@
  */
 #include "ttrace.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define DEF RL_DEFAULT_MODE
@@ -554,6 +558,68 @@ RLT_TEST(loop_main_is_not_the_current_loop_of_a_secondary_thread) {
     RLT_CHECK(s.current != main_loop);
     RLT_CHECK(s.current_is_current);
     RLT_CHECK(!s.main_is_current);
+}
+
+/* rl_loop_is_main: the main loop's, from any thread; in a child of fork, the forking thread's
+ * loop's; and it never makes the main loop (a child forked by a thread with no loop has none). */
+typedef struct { rl_loop_t *main, *own; bool main_is_main, own_is_main; } main_seen_t;
+
+static void *see_main(void *arg) {
+    main_seen_t *s = arg;
+    s->own = rl_loop_get_current();
+    s->main_is_main = rl_loop_is_main(s->main);
+    s->own_is_main = rl_loop_is_main(s->own);
+    return NULL;
+}
+
+static int open_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++) n += fcntl(fd, F_GETFD) != -1;
+    return n;
+}
+
+/* A thread with no loop forks: the child has no main loop, and asking makes none. */
+static void *fork_without_a_loop(void *arg) {
+    rl_loop_t *old_main = arg;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int before = open_fds();
+        bool none = !rl_loop_is_main(old_main) && !rl_loop_is_main(NULL);
+        bool made_none = open_fds() == before;
+        rl_loop_t *made = rl_loop_get_main(); /* made now, the child's main thread's */
+        _exit(none && made_none && made && made != old_main && rl_loop_is_main(made) &&
+                      rl_loop_get_current() == made && open_fds() > before
+                  ? 0
+                  : 1);
+    }
+    return (void *)(intptr_t)pid;
+}
+
+RLT_TEST(loop_is_main_answers_for_the_main_loop_without_making_it) {
+    rl_loop_t *cur = rl_loop_get_current(), *main_loop = rl_loop_get_main();
+    RLT_CHECK(rl_loop_is_main(main_loop));
+    RLT_CHECK(!rl_loop_is_main(cur)); /* the tests run on a secondary thread */
+    RLT_CHECK(!rl_loop_is_main(NULL));
+    main_seen_t s = {.main = main_loop};
+    tt_join(tt_spawn(see_main, &s));
+    RLT_CHECK(s.main_is_main);
+    RLT_CHECK(s.own && !s.own_is_main);
+    /* This thread forks: its loop is the child's main loop. */
+    pid_t pid = fork();
+    if (pid == 0) _exit(rl_loop_is_main(cur) && !rl_loop_is_main(main_loop) && rl_loop_get_main() == cur ? 0 : 1);
+    RLT_CHECK(pid > 0);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    tt_report_child(status);
+    RLT_CHECK(rl_loop_is_main(main_loop) && !rl_loop_is_main(cur)); /* the parent's are as they were */
+    void *child = NULL;
+    pthread_t t = tt_spawn(fork_without_a_loop, main_loop);
+    RLT_CHECK_EQ(pthread_join(t, &child), 0);
+    pid = (pid_t)(intptr_t)child;
+    RLT_CHECK(pid > 0);
+    status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    tt_report_child(status);
 }
 
 typedef struct {

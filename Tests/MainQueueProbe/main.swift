@@ -56,6 +56,34 @@ if CommandLine.arguments.dropFirst().first == "thread-run-fds" {
     exit(0)
 }
 
+/// Runs this thread's loop (not the main one here), then forks: in the child this thread is the
+/// main thread and its loop the main loop. Says what the child found: "main" or "not main" (its
+/// exit status 0 or 3). (libdispatch cannot service the main queue on such a thread: the child of
+/// a fork made off the main thread must not use `DispatchQueue.main`.)
+nonisolated func runThenForkAndAskIsMain(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    let before = Loop.current.isMain
+    _ = try? Loop.current.run(mode: .default, for: .zero)
+    let pid = fork()
+    if pid == 0 {
+        _ = try? Loop.current.run(mode: .default, for: .zero)
+        _exit(Loop.current.isMain ? 0 : 3)
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    let exited = status & 0x7f == 0
+    say("parent: \(before ? "main" : "not main"); child: \(exited ? ((status >> 8) & 0xff == 0 ? "main" : "not main") : "crashed")")
+    return nil
+}
+
+// `MainQueueProbe fork-thread-is-main`: a thread whose loop ran before it forked finds its loop
+// the main loop in the child.
+if CommandLine.arguments.dropFirst().first == "fork-thread-is-main" {
+    var thread = pthread_t()
+    guard pthread_create(&thread, nil, runThenForkAndAskIsMain, nil) == 0 else { exit(4) }
+    pthread_join(thread, nil)
+    exit(0)
+}
+
 let loop = Loop.main
 guard loop.isCurrent else {
     say("not on the main thread")

@@ -66,6 +66,12 @@ struct MainQueueTests {
         #expect(output.contains("left open: 0"), "\(output)")
     }
 
+    @Test func aThreadsLoopIsTheMainLoopInTheChildOfItsFork() throws {
+        let (status, output) = try Self.runProbe("fork-thread-is-main")
+        #expect(status == 0)
+        #expect(output.contains("parent: not main; child: main"), "\(output)")
+    }
+
     @Test func mainQueueAndMainActorRunUnderTheMainLoop() throws {
         let (status, text) = try Self.runProbe()
         #expect(status == 0, "probe output: \(text)")

@@ -368,6 +368,7 @@ struct ReviewForkTests {
         }
         usleep(10_000)
         var hung = 0
+        var hungStacks = ""
         for _ in 0..<100 {
             let pair = descriptorPair()
             let fds = [pair.0, pair.1]
@@ -394,18 +395,21 @@ struct ReviewForkTests {
                 }
                 usleep(10_000)
             }
+            var byte: UInt8 = 0
+            // Without waiting: a child stuck before its write still holds the other end.
+            let reachedAdd = !exited && recv(fds[0], &byte, 1, Int32(MSG_DONTWAIT)) == 1
             if !exited {
+                // Where the first hung child is stuck, for the failure's message.
+                if reachedAdd && hungStacks.isEmpty { hungStacks = stacks(of: pid) }
                 kill(pid, SIGKILL)
                 _ = waitpid(pid, &status, 0)
             }
-            var byte: UInt8 = 0
-            let reachedAdd = read(fds[0], &byte, 1) == 1
             close(fds[0])
-            if !exited && reachedAdd { hung += 1 }
+            if reachedAdd { hung += 1 }
             // (Whether the child's add succeeds is not the question: under AddressSanitizer, in
             // the full suite, a child's add has been refused; what matters is that it returned.)
         }
-        #expect(hung == 0, "children hung in Loop.add after fork")
+        #expect(hung == 0, "children hung in Loop.add after fork; the first one's stacks:\n\(hungStacks)")
     }
 }
 

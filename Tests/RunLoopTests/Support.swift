@@ -110,6 +110,23 @@ func runUntil(
     return condition()
 }
 
+/// The stacks of every thread of process `pid` (`gdb -batch`), for the message of a test that
+/// found the process hung; says so when gdb is not there or cannot attach. At most 8 KB.
+func stacks(of pid: pid_t) -> String {
+    guard let pipe = popen("gdb -p \(pid) -batch -ex 'thread apply all bt' 2>&1", "r") else {
+        return "(no stacks: popen failed)"
+    }
+    var text = ""
+    var buffer = [CChar](repeating: 0, count: 4096)
+    while text.utf8.count < 8192, fgets(&buffer, Int32(buffer.count), pipe) != nil {
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // gdb's chatter about symbols and threads says nothing of where the process is.
+        if line.hasPrefix("#") || line.hasPrefix("Thread ") { text += line }
+    }
+    _ = pclose(pipe)
+    return text.isEmpty ? "(no stacks: is gdb installed, and may it attach?)" : text
+}
+
 /// A connected pair of stream sockets, close-on-exec from birth.
 ///
 /// Tests run in parallel and some spawn children (`sleep`, the main-queue probe):

@@ -169,10 +169,10 @@
  *   entry, and each further mode's, is one more small allocation). The callback and the
  *   context's functions are stored once per distinct tuple for the whole process. Adding and
  *   rearming are O(log n) in the mode's timers and take only the loop's lock (on the loop's own
- *   thread, its fast half: see TIMEOUTS). A mode's heap is one array of 16-byte slots that
- *   doubles when it is full and halves at a quarter, with realloc: a large one (glibc: above
- *   128 KB, or what its dynamic mmap threshold has grown to) grows by remapping its pages, not by
- *   a copy. Removing (and
+ *   thread, its fast half: see TIMEOUTS). A mode's heap is one array of slots (16 bytes on
+ *   64-bit systems) that doubles when it is full and halves at a quarter, with realloc: once
+ *   glibc serves it by mmap (from 128 KB, or what its dynamic threshold has grown to), a growth
+ *   remaps its pages rather than copying them. Removing (and
  *   the removal of a fired one-shot
  *   timer) is O(1) amortized: it leaves a hole in the heap, and the holes are dropped in one
  *   O(n) pass when they outnumber the timers, or popped when they reach the top. A pass that
@@ -408,6 +408,12 @@ RL_API rl_loop_t *rl_loop_get_current(void);
 RL_API rl_loop_t *rl_loop_get_main(void);
 /* True when loop is the calling thread's loop. Lock-free. */
 RL_API bool rl_loop_is_current(rl_loop_t *loop);
+/* True when loop is the main thread's loop (rl_loop_get_main()'s), from any thread; never
+ * creates that loop, so false while it does not exist. In a child of fork, the forking thread's
+ * loop is the main loop (see FORK). One atomic load. NULL: false. An addition beyond CF, for
+ * wrappers that treat the main loop apart (the Swift layer services the main dispatch queue
+ * there) without making it in a process that never uses it. */
+RL_API bool rl_loop_is_main(rl_loop_t *loop);
 /* True when loop is dead (see DESCRIPTION): its thread has exited and its teardown has begun, or
  * it belongs to a thread that does not exist in this child of fork. A dead loop takes no new
  * item and never runs again; whatever it held, it has let go or is letting go (a release or
