@@ -170,6 +170,7 @@ RLT_TEST(errors_null_handles_queries) {
     RLT_CHECK(src && tm && ob);
 
     RLT_CHECK(!rl_loop_is_current(NULL));
+    RLT_CHECK(!rl_loop_is_main(NULL));
     RLT_CHECK(!rl_loop_is_waiting(NULL));
     RLT_CHECK(rl_loop_copy_current_mode(NULL) == NULL);
     RLT_CHECK(rl_loop_copy_description(NULL) == NULL);
